@@ -1,0 +1,56 @@
+# denit: everything goes through the project's own Deno, installed from the npm registry.
+SHELL := /bin/bash
+DENO_VERSION := 2.9.1
+ARCH := $(shell uname -m)
+NPM_ARCH := $(if $(filter aarch64 arm64,$(ARCH)),arm64,x64)
+DENO_HOME := $(CURDIR)/.deno
+DENO := $(DENO_HOME)/bin/deno
+export DENO_DIR := $(DENO_HOME)/cache
+export DENO_NO_UPDATE_CHECK := 1
+# The permissions of the compiled binary and of bin/denit (one list, read by both).
+PERMS := $(shell cat bin/permissions)
+SOURCES := $(shell find mod.ts init.ts src -name '*.ts')
+
+.PHONY: setup bundle compile demo test fmt lint check unit clean rootfs bench
+
+setup: $(DENO)
+
+$(DENO):
+	@command -v npm >/dev/null || { echo "make setup: npm is needed to fetch Deno" >&2; exit 1; }
+	mkdir -p $(DENO_HOME)/npm $(DENO_HOME)/bin
+	cd $(DENO_HOME)/npm && echo '{"private":true}' > package.json && \
+	  npm install --no-audit --no-fund --ignore-scripts --loglevel=error \
+	    deno@$(DENO_VERSION) @deno/linux-$(NPM_ARCH)-glibc@$(DENO_VERSION)
+	cp $(DENO_HOME)/npm/node_modules/@deno/linux-$(NPM_ARCH)-glibc/deno $(DENO).tmp
+	chmod 755 $(DENO).tmp && mv $(DENO).tmp $(DENO)
+	$(DENO) --version | head -1
+
+bundle: dist/denit.js
+
+dist/denit.js: $(DENO) $(SOURCES) deno.json
+	mkdir -p dist
+	$(DENO) bundle --quiet --platform=deno mod.ts -o dist/denit.js.tmp
+	mv dist/denit.js.tmp dist/denit.js
+
+# Needs Deno's denort base binary: downloaded by deno, or given with DENORT_BIN=/path/denort.
+compile: $(DENO) $(SOURCES)
+	mkdir -p dist
+	$(DENO) compile $(PERMS) --no-check --output dist/denit mod.ts
+
+demo: bundle
+	bin/demo
+
+fmt: $(DENO)
+	$(DENO) fmt --check
+
+lint: $(DENO)
+	$(DENO) lint
+
+check: $(DENO)
+	$(DENO) check mod.ts init.ts src/ tests/ fixtures/
+
+test: setup bundle fmt lint check
+	$(DENO) test --allow-all --no-prompt tests/
+
+clean:
+	rm -rf dist

@@ -1,0 +1,290 @@
+/**
+ * The only `Deno.dlopen` in denit: typed wrappers over the libc calls a PID 1 needs.
+ *
+ * Every wrapper reads errno right after its call and returns a discriminated union, never a
+ * sentinel int. Layouts assume Linux glibc on a 64-bit target (x86_64, aarch64).
+ */
+
+const SYMBOLS = {
+  posix_spawn: {
+    parameters: [
+      "buffer", // pid_t *pid
+      "buffer", // const char *path
+      "buffer", // const posix_spawn_file_actions_t *file_actions
+      "buffer", // const posix_spawnattr_t *attrp
+      "buffer", // char *const argv[]
+      "pointer", // char *const envp[]
+    ],
+    result: "i32", // int: 0 or an errno value
+  },
+  posix_spawnattr_init: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
+  posix_spawnattr_destroy: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
+  posix_spawnattr_setflags: {
+    parameters: ["buffer", "i16"], // posix_spawnattr_t *attr, short flags
+    result: "i32",
+  },
+  posix_spawnattr_setsigmask: {
+    parameters: ["buffer", "buffer"], // posix_spawnattr_t *attr, const sigset_t *sigmask
+    result: "i32",
+  },
+  posix_spawnattr_setsigdefault: {
+    parameters: ["buffer", "buffer"], // posix_spawnattr_t *attr, const sigset_t *sigdefault
+    result: "i32",
+  },
+  posix_spawnattr_setpgroup: {
+    parameters: ["buffer", "i32"], // posix_spawnattr_t *attr, pid_t pgroup
+    result: "i32",
+  },
+  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" }, // actions *fa
+  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" }, // actions *fa
+  // glibc 2.35+: make the child's process group the terminal's foreground group before exec.
+  posix_spawn_file_actions_addtcsetpgrp_np: {
+    parameters: ["buffer", "i32"], // posix_spawn_file_actions_t *fa, int tcfd
+    result: "i32",
+    optional: true,
+  },
+  waitpid: {
+    parameters: ["i32", "buffer", "i32"], // pid_t pid, int *wstatus, int options
+    result: "i32", // pid_t
+  },
+  // The same call on a worker thread: a pending promise that keeps the event loop alive.
+  waitpid_blocking: {
+    name: "waitpid",
+    parameters: ["i32", "buffer", "i32"], // pid_t pid, int *wstatus, int options
+    result: "i32", // pid_t
+    nonblocking: true,
+  },
+  kill: { parameters: ["i32", "i32"], result: "i32" }, // pid_t pid, int sig
+  prctl: {
+    // int option, unsigned long arg2..arg5 (variadic in C; integer registers on Linux ABIs)
+    parameters: ["i32", "u64", "u64", "u64", "u64"],
+    result: "i32",
+  },
+  signal: {
+    parameters: ["i32", "usize"], // int signum, sighandler_t handler
+    result: "usize", // sighandler_t
+  },
+  isatty: { parameters: ["i32"], result: "i32" }, // int fd
+  tcgetpgrp: { parameters: ["i32"], result: "i32" }, // int fd
+  access: { parameters: ["buffer", "i32"], result: "i32" }, // const char *pathname, int mode
+  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+  environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
+} as const satisfies Deno.ForeignLibraryInterface;
+
+function openLibc(): Deno.DynamicLibrary<typeof SYMBOLS> {
+  try {
+    return Deno.dlopen("libc.so.6", SYMBOLS);
+  } catch (err: unknown) {
+    throw new Error("Cannot load the C library libc.so.6", { cause: err });
+  }
+}
+
+const libc = openLibc();
+
+/** errno values denit reacts to (asm-generic/errno-base.h). */
+export const Errno = Object.freeze({
+  EPERM: 1,
+  ENOENT: 2,
+  ESRCH: 3,
+  EINTR: 4,
+  ENOEXEC: 8,
+  ECHILD: 10,
+  EACCES: 13,
+  ENOTTY: 25,
+});
+
+const WNOHANG = 1; // sys/wait.h
+const POSIX_SPAWN_SETPGROUP = 0x02; // spawn.h
+const POSIX_SPAWN_SETSIGDEF = 0x04; // spawn.h
+const POSIX_SPAWN_SETSIGMASK = 0x08; // spawn.h
+const PR_SET_PDEATHSIG = 1; // linux/prctl.h
+const PR_SET_CHILD_SUBREAPER = 36; // linux/prctl.h
+const SIG_IGN = 1; // bits/signum-generic.h: ((__sighandler_t) 1)
+const X_OK = 1; // unistd.h
+// glibc sizes on 64-bit Linux are 336 and 80 bytes; the spare room costs nothing.
+const SPAWNATTR_BYTES = 512;
+const FILE_ACTIONS_BYTES = 256;
+const SIGSET_BYTES = 128; // sizeof(sigset_t): 1024 bits
+
+function errno(): number {
+  const location = libc.symbols.__errno_location();
+  return location === null ? 0 : new Deno.UnsafePointerView(location).getInt32();
+}
+
+/** The C library's message for an errno value, e.g. "No such file or directory". */
+export function errnoMessage(code: number): string {
+  const text = libc.symbols.strerror(code);
+  return text === null ? `errno ${code}` : Deno.UnsafePointerView.getCString(text);
+}
+
+const encoder = new TextEncoder();
+
+/** A NUL-terminated copy of a string or of raw bytes. */
+export function cString(value: string | Uint8Array): Uint8Array<ArrayBuffer> {
+  const bytes = typeof value === "string" ? encoder.encode(value) : value;
+  const out = new Uint8Array(bytes.length + 1);
+  out.set(bytes);
+  return out;
+}
+
+/** How a process ended, decoded from a wait status. */
+export type ExitStatus =
+  | { kind: "exited"; code: number }
+  | { kind: "signaled"; signo: number; coreDumped: boolean };
+
+/** One answer of waitpid(2). */
+export type WaitResult =
+  | { kind: "reaped"; pid: number; status: ExitStatus }
+  | { kind: "none" }
+  | { kind: "no-children" }
+  | { kind: "failed"; errno: number };
+
+/** Decodes a raw wait status the way the sys/wait.h macros do. */
+export function decodeWaitStatus(raw: number): ExitStatus {
+  const termsig = raw & 0x7f;
+  if (termsig === 0) return { kind: "exited", code: (raw >> 8) & 0xff }; // WIFEXITED, WEXITSTATUS
+  // WIFSIGNALED is termsig != 0 && termsig != 0x7f; 0x7f (stopped) needs WUNTRACED, never used.
+  return { kind: "signaled", signo: termsig, coreDumped: (raw & 0x80) !== 0 }; // WTERMSIG, WCOREDUMP
+}
+
+/** waitpid(-1, WNOHANG): reaps one terminated child if there is one, without blocking. */
+export function reapOne(): WaitResult {
+  const status = new Int32Array(1);
+  const pid = libc.symbols.waitpid(-1, status, WNOHANG);
+  if (pid > 0) return { kind: "reaped", pid, status: decodeWaitStatus(status[0]) };
+  if (pid === 0) return { kind: "none" };
+  const code = errno();
+  // waitpid(2): ECHILD means the caller has no children left, waited-for or not.
+  return code === Errno.ECHILD ? { kind: "no-children" } : { kind: "failed", errno: code };
+}
+
+/**
+ * waitpid(-1, 0) on a worker thread: resolves when any child terminates.
+ *
+ * errno is not readable across threads, so a failure is re-checked with `reapOne()` on this
+ * thread, which also reaps a child that exited in between.
+ */
+export async function waitForAny(): Promise<WaitResult> {
+  const status = new Int32Array(1);
+  const pid = await libc.symbols.waitpid_blocking(-1, status, 0);
+  if (pid > 0) return { kind: "reaped", pid, status: decodeWaitStatus(status[0]) };
+  return reapOne();
+}
+
+/** Result of a call that only fails with errno. */
+export type CallResult = { ok: true } | { ok: false; errno: number };
+
+function checked(rc: number): CallResult {
+  return rc === 0 ? { ok: true } : { ok: false, errno: errno() };
+}
+
+/** kill(2): pid > 0 one process, pid < -1 a process group, -1 every process we may signal. */
+export function sendSignal(pid: number, signo: number): CallResult {
+  return checked(libc.symbols.kill(pid, signo));
+}
+
+/** prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned descendants are reparented to this process. */
+export function becomeSubreaper(): CallResult {
+  return checked(libc.symbols.prctl(PR_SET_CHILD_SUBREAPER, 1n, 0n, 0n, 0n));
+}
+
+/** prctl(PR_SET_PDEATHSIG, signo): get signo when the parent that started us dies. */
+export function setParentDeathSignal(signo: number): CallResult {
+  return checked(libc.symbols.prctl(PR_SET_PDEATHSIG, BigInt(signo), 0n, 0n, 0n));
+}
+
+/** signal(signo, SIG_IGN) for a signal Deno has no listener on. */
+export function ignoreSignal(signo: number): CallResult {
+  // SIG_ERR is (sighandler_t) -1.
+  const previous = libc.symbols.signal(signo, BigInt(SIG_IGN));
+  return previous === 0xffffffffffffffffn ? { ok: false, errno: errno() } : { ok: true };
+}
+
+/** True when fd is a terminal that is the controlling terminal of this process. */
+export function isControllingTerminal(fd: number): boolean {
+  // tcgetpgrp(3) fails with ENOTTY when fd is not our controlling terminal.
+  return libc.symbols.isatty(fd) === 1 && libc.symbols.tcgetpgrp(fd) > 0;
+}
+
+/** access(path, X_OK): whether this process may execute the file. */
+export function canExecute(path: Uint8Array): CallResult {
+  return checked(libc.symbols.access(cString(path), X_OK));
+}
+
+/** What to start: an executable path (already resolved) and argv, as raw bytes. */
+export interface SpawnRequest {
+  path: Uint8Array;
+  argv: readonly Uint8Array[];
+  /** Make the child's new process group the foreground group of this terminal fd. */
+  foregroundFd?: number;
+}
+
+/** Result of `spawn()`. */
+export type SpawnResult =
+  | { kind: "spawned"; pid: number }
+  | { kind: "failed"; errno: number; stage: "exec" | "foreground" };
+
+/** True when this libc can hand the terminal to the child before it runs (glibc 2.35+). */
+export function canSetForegroundOnSpawn(): boolean {
+  return libc.symbols.posix_spawn_file_actions_addtcsetpgrp_np !== null;
+}
+
+function currentEnviron(): Deno.PointerValue {
+  // Read at each spawn: setenv(3) may have moved the array since the library was opened.
+  const address = libc.symbols.environ;
+  return address === null ? null : new Deno.UnsafePointerView(address).getPointer();
+}
+
+function signalSetAll(): Uint8Array<ArrayBuffer> {
+  // Every bit of signals 1..64, written directly: sigfillset(3) in glibc leaves out 32 and 33
+  // (its internal SIGCANCEL and SIGSETXID), and posix_spawn then leaves those two ignored in
+  // the child. With them in the set, the child gets SIG_DFL for every signal.
+  const set = new Uint8Array(SIGSET_BYTES);
+  set.fill(0xff, 0, 8);
+  return set;
+}
+
+/**
+ * posix_spawn(3) with the environment of this process (`environ`, byte for byte), a new
+ * process group, every signal at its default disposition and an empty signal mask.
+ */
+export function spawn(request: SpawnRequest): SpawnResult {
+  const attr = new Uint8Array(SPAWNATTR_BYTES);
+  const actions = new Uint8Array(FILE_ACTIONS_BYTES);
+  const path = cString(request.path);
+  const args = request.argv.map((arg) => cString(arg));
+  const argv = new BigUint64Array(args.length + 1); // NULL-terminated char *argv[]
+  args.forEach((arg, i) => {
+    argv[i] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(arg)));
+  });
+  const { symbols } = libc;
+  symbols.posix_spawnattr_init(attr);
+  symbols.posix_spawn_file_actions_init(actions);
+  try {
+    symbols.posix_spawnattr_setsigmask(attr, new Uint8Array(SIGSET_BYTES));
+    symbols.posix_spawnattr_setsigdefault(attr, signalSetAll());
+    symbols.posix_spawnattr_setpgroup(attr, 0);
+    const flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
+    symbols.posix_spawnattr_setflags(attr, flags);
+    const tcsetpgrp = symbols.posix_spawn_file_actions_addtcsetpgrp_np;
+    if (request.foregroundFd !== undefined && tcsetpgrp !== null) {
+      tcsetpgrp(actions, request.foregroundFd);
+    }
+    const pid = new Int32Array(1);
+    const code = symbols.posix_spawn(pid, path, actions, attr, argv, currentEnviron());
+    if (code === 0) return { kind: "spawned", pid: pid[0] };
+    // glibc reports a failed file action (here only tcsetpgrp, ENOTTY/EPERM) the same way.
+    const stage =
+      request.foregroundFd !== undefined && (code === Errno.ENOTTY || code === Errno.EPERM)
+        ? "foreground"
+        : "exec";
+    return { kind: "failed", errno: code, stage };
+  } finally {
+    symbols.posix_spawn_file_actions_destroy(actions);
+    symbols.posix_spawnattr_destroy(attr);
+    // The C strings must outlive posix_spawn; this keeps them reachable until here.
+    void args;
+    void path;
+  }
+}

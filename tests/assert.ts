@@ -1,0 +1,31 @@
+/** The assertion functions tests use: node:assert/strict behind one small module. */
+
+import assert from "node:assert/strict";
+
+/** Deep strict equality. */
+export function assertEquals<T>(actual: T, expected: T, message?: string): void {
+  assert.deepStrictEqual(actual, expected, message);
+}
+
+/** The text matches the pattern. */
+export function assertMatch(actual: string, pattern: RegExp, message?: string): void {
+  assert.match(actual, pattern, message);
+}
+
+/** The condition holds. */
+export function assertOk(condition: unknown, message?: string): asserts condition {
+  assert.ok(condition, message);
+}
+
+/** The function throws an error of this class whose message matches. */
+export function assertThrows(
+  fn: () => unknown,
+  errorClass: new (...args: never[]) => Error,
+  pattern?: RegExp,
+): void {
+  assert.throws(fn, (err: unknown) => {
+    assert.ok(err instanceof errorClass, `expected ${errorClass.name}, got ${String(err)}`);
+    if (pattern !== undefined) assert.match(err.message, pattern);
+    return true;
+  });
+}

@@ -1,0 +1,139 @@
+/** Units: command line and environment parsing. */
+
+import { assertEquals, assertThrows } from "./assert.ts";
+import {
+  type Config,
+  DEFAULT_KILL_AFTER_MS,
+  parseDuration,
+  parseInvocation,
+  parseListenAddress,
+  UsageError,
+} from "../src/cli.ts";
+import { parseSignal, signalName } from "../src/signals.ts";
+
+function config(args: string[], env: Record<string, string> = {}): Config {
+  const invocation = parseInvocation(args, env);
+  if (invocation.kind !== "run") throw new Error(`not a run: ${invocation.kind}`);
+  return invocation.config;
+}
+
+Deno.test("options end at -- or at the first word that is not an option", () => {
+  assertEquals(config(["ls", "-l", "--", "x"]).command, ["ls", "-l", "--", "x"]);
+  assertEquals(config(["-g", "--", "-v"]).command, ["-v"]);
+  assertEquals(config(["-gs", "true"]).group, true);
+  assertEquals(config(["-gs", "true"]).subreaper, true);
+  assertEquals(config(["-", "x"]).command, ["-", "x"]);
+});
+
+Deno.test("defaults", () => {
+  const c = config(["true"]);
+  assertEquals(c.group, false);
+  assertEquals(c.subreaper, false);
+  assertEquals(c.graceMs, null);
+  assertEquals(c.killAfterMs, DEFAULT_KILL_AFTER_MS);
+  assertEquals(c.pdeathsig, null);
+  assertEquals(c.logLevel, "warn");
+  assertEquals(c.health, null);
+  assertEquals([...c.rewrite], []);
+});
+
+Deno.test("values: separate, attached and with =", () => {
+  assertEquals([...config(["-r", "TERM:QUIT", "true"]).rewrite], [[15, 3]]);
+  assertEquals([...config(["-rTERM:QUIT", "true"]).rewrite], [[15, 3]]);
+  assertEquals([...config(["--rewrite=15:3", "-r", "hup:0", "true"]).rewrite], [[15, 3], [1, 0]]);
+  assertEquals(config(["--grace=1.5s", "true"]).graceMs, 1500);
+  assertEquals(config(["-p", "SIGKILL", "true"]).pdeathsig, 9);
+  assertEquals([...config(["-e", "1", "-e", "143", "true"]).remapExit], [1, 143]);
+});
+
+Deno.test("-v raises the log level, repeatable, capped at debug", () => {
+  assertEquals(config(["-v", "true"]).logLevel, "info");
+  assertEquals(config(["-vvv", "true"]).logLevel, "debug");
+  assertEquals(config(["-v", "true"], { DENIT_LOG_LEVEL: "error" }).logLevel, "warn");
+});
+
+Deno.test("every flag has a DENIT_* twin, and flags win", () => {
+  const env = {
+    DENIT_GROUP: "1",
+    DENIT_SUBREAPER: "true",
+    DENIT_REWRITE: "TERM:QUIT, USR1:USR2",
+    DENIT_REMAP_EXIT: "3 4",
+    DENIT_PDEATHSIG: "TERM",
+    DENIT_GRACE: "2s",
+    DENIT_KILL_AFTER: "0",
+    DENIT_LOG_LEVEL: "debug",
+    DENIT_HEALTH_ADDR: ":9000",
+  };
+  const c = config(["true"], env);
+  assertEquals(c.group, true);
+  assertEquals(c.subreaper, true);
+  assertEquals([...c.rewrite], [[15, 3], [10, 12]]);
+  assertEquals([...c.remapExit], [3, 4]);
+  assertEquals(c.pdeathsig, 15);
+  assertEquals(c.graceMs, 2000);
+  assertEquals(c.killAfterMs, 0);
+  assertEquals(c.logLevel, "debug");
+  assertEquals(c.health, { hostname: "0.0.0.0", port: 9000 });
+  const flags = config(["-r", "HUP:0", "-e", "9", "-p", "KILL", "--grace", "1s", "true"], env);
+  assertEquals([...flags.rewrite], [[1, 0]]);
+  assertEquals([...flags.remapExit], [9]);
+  assertEquals(flags.pdeathsig, 9);
+  assertEquals(flags.graceMs, 1000);
+  assertEquals(config(["true"], { DENIT_HEALTH: "1" }).health, { hostname: "0.0.0.0", port: 7623 });
+  assertEquals(config(["true"], { DENIT_GROUP: "0" }).group, false);
+});
+
+Deno.test("help and version win over everything else", () => {
+  assertEquals(parseInvocation(["-v", "-h"], {}).kind, "help");
+  assertEquals(parseInvocation(["--version"], {}).kind, "version");
+  assertEquals(parseInvocation(["-h", "--", "x"], {}).kind, "help");
+});
+
+Deno.test("bad input is a UsageError with a one-line message", () => {
+  const cases: Array<[string[], Record<string, string>]> = [
+    [[], {}],
+    [["--nope"], {}],
+    [["--grace"], {}],
+    [["--grace", "1h", "x"], {}],
+    [["-e", "-1", "x"], {}],
+    [["x"], { DENIT_SUBREAPER: "2" }],
+    [["x"], { DENIT_REWRITE: "TERM" }],
+  ];
+  for (const [args, env] of cases) {
+    assertThrows(() => parseInvocation(args, env), UsageError, /^[A-Z][^\n]*[^.]$/);
+  }
+});
+
+Deno.test("durations", () => {
+  assertEquals(parseDuration("500ms"), 500);
+  assertEquals(parseDuration("10s"), 10_000);
+  assertEquals(parseDuration("2"), 2000);
+  assertEquals(parseDuration("1.5m"), 90_000);
+  assertEquals(parseDuration("0"), 0);
+  assertThrows(() => parseDuration("10 minutes"), RangeError, /Invalid duration/);
+  assertThrows(() => parseDuration("25h"), RangeError);
+  assertThrows(() => parseDuration("1441m"), RangeError, /at most 24h/);
+});
+
+Deno.test("listen addresses: host:port, :port, [v6]:port", () => {
+  assertEquals(parseListenAddress("127.0.0.1:80"), { hostname: "127.0.0.1", port: 80 });
+  assertEquals(parseListenAddress(":7623"), { hostname: "0.0.0.0", port: 7623 });
+  assertEquals(parseListenAddress("[::1]:8080"), { hostname: "::1", port: 8080 });
+  assertEquals(parseListenAddress("[::]:0"), { hostname: "::", port: 0 });
+  assertEquals(parseListenAddress("localhost:1"), { hostname: "localhost", port: 1 });
+  for (const bad of ["7623", "::1:80", "host:", "h:99999", "[::1]", "a b:1"]) {
+    assertThrows(() => parseListenAddress(bad), RangeError, /Invalid address/);
+  }
+});
+
+Deno.test("signal names and numbers", () => {
+  assertEquals(parseSignal("TERM"), 15);
+  assertEquals(parseSignal("sigterm"), 15);
+  assertEquals(parseSignal("SIGWINCH"), 28);
+  assertEquals(parseSignal("34"), 34);
+  assertEquals(signalName(15), "SIGTERM");
+  assertEquals(signalName(40), "SIG40");
+  assertThrows(() => parseSignal("0"), RangeError);
+  assertThrows(() => parseSignal("65"), RangeError);
+  assertThrows(() => parseSignal("TERMINATE"), RangeError, /unknown name/);
+});

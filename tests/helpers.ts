@@ -1,0 +1,219 @@
+/** Shared test helpers: paths, spawning denit for real, reading its output as events. */
+
+export const ROOT = new URL("..", import.meta.url).pathname;
+export const DENO = `${ROOT}.deno/bin/deno`;
+export const DENIT = `${ROOT}bin/denit`;
+export const FIXTURES = `${ROOT}fixtures`;
+/** denit without the bin/denit shell launcher (which adds PWD to the environment, as sh does). */
+export const DENIT_DIRECT = [
+  DENO,
+  "run",
+  "--quiet",
+  "--no-config",
+  "--no-lock",
+  ...Deno.readTextFileSync(`${ROOT}bin/permissions`).trim().split(/\s+/),
+  `${ROOT}dist/denit.js`,
+];
+/** The signal echo child: `ready PID PGID`, then one line per signal. */
+export const ECHO = [
+  DENO,
+  "run",
+  "--quiet",
+  "--no-config",
+  "--allow-all",
+  `${FIXTURES}/signal_echo.ts`,
+];
+/** unshare flags that make denit PID 1; --kill-child tears the namespace down if unshare dies. */
+export const PIDNS = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"];
+
+/** True when this process can create PID namespaces (root, as on the CI machine). */
+export const CAN_UNSHARE = (() => {
+  try {
+    return new Deno.Command("unshare", { args: ["--pid", "--fork", "true"] }).outputSync().success;
+  } catch {
+    return false; // unshare missing: the namespace tests report the skip.
+  }
+})();
+
+/** The two ways denit runs: PID 1 of a fresh PID namespace, or a subreaper (`-s`) child. */
+export type Mode = "pid1" | "subreaper";
+
+/** Both modes, or only subreaper (with a printed reason) when namespaces are unavailable. */
+export const MODES: readonly Mode[] = (() => {
+  if (CAN_UNSHARE) return ["pid1", "subreaper"] as const;
+  // deno-lint-ignore no-console -- a skipped mode must say why
+  console.warn("SKIP pid1 mode: cannot create PID namespaces here (need root and unshare)");
+  return ["subreaper"] as const;
+})();
+
+/** The argv that runs denit with `args` in `mode`. */
+export function denitArgv(mode: Mode, args: readonly string[]): string[] {
+  return mode === "pid1" ? [...PIDNS, DENIT, ...args] : [DENIT, "-s", ...args];
+}
+
+/** Runs to completion; stdout/stderr as text. Bounded: killed after `timeoutMs`. */
+export async function run(
+  argv: readonly string[],
+  options: { stdin?: Uint8Array; env?: Record<string, string>; timeoutMs?: number; cwd?: string } =
+    {},
+): Promise<{ code: number; signal: Deno.Signal | null; stdout: string; stderr: string }> {
+  const child = new Deno.Command(argv[0], {
+    args: argv.slice(1),
+    stdin: options.stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+    env: options.env,
+    cwd: options.cwd,
+  }).spawn();
+  const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 20_000);
+  if (options.stdin !== undefined) {
+    const writer = child.stdin.getWriter();
+    await writer.write(options.stdin);
+    await writer.close();
+  }
+  const out = await child.output();
+  clearTimeout(timer);
+  const decoder = new TextDecoder();
+  return {
+    code: out.code,
+    signal: out.signal,
+    stdout: decoder.decode(out.stdout),
+    stderr: decoder.decode(out.stderr),
+  };
+}
+
+/** A running process whose stdout is read line by line, with bounded waits on lines. */
+export class Running {
+  readonly child: Deno.ChildProcess;
+  readonly lines: string[] = [];
+  readonly #stderr: Promise<string>;
+  #waiters: Array<() => void> = [];
+  #closed = false;
+
+  constructor(argv: readonly string[], options: { env?: Record<string, string> } = {}) {
+    this.child = new Deno.Command(argv[0], {
+      args: argv.slice(1),
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      env: options.env,
+    }).spawn();
+    void this.#pump();
+    this.#stderr = new Response(this.child.stderr).text();
+  }
+
+  async #pump(): Promise<void> {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for await (const chunk of this.child.stdout) {
+      buffer += decoder.decode(chunk, { stream: true });
+      const parts = buffer.split("\n");
+      buffer = parts.pop() ?? "";
+      this.lines.push(...parts);
+      this.#wake();
+    }
+    if (buffer !== "") this.lines.push(buffer);
+    this.#closed = true;
+    this.#wake();
+  }
+
+  #wake(): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  /** Waits until a line matches (searching from `from`); returns its index. */
+  async waitFor(
+    match: RegExp,
+    options: { from?: number; timeoutMs?: number } = {},
+  ): Promise<number> {
+    const deadline = Date.now() + (options.timeoutMs ?? 15_000);
+    for (;;) {
+      const index = this.lines.findIndex((line, i) => i >= (options.from ?? 0) && match.test(line));
+      if (index >= 0) return index;
+      if (this.#closed) throw new Error(`output ended without ${match}: ${this.lines.join("|")}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out waiting for ${match}: ${this.lines.join("|")}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.#waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  /** The exit status, killing the process if it takes longer than `timeoutMs`. */
+  async status(timeoutMs = 15_000): Promise<Deno.CommandStatus & { stderr: string }> {
+    const timer = setTimeout(() => this.kill("SIGKILL"), timeoutMs);
+    const status = await this.child.status;
+    clearTimeout(timer);
+    return { ...status, stderr: await this.#stderr };
+  }
+
+  /** Sends a signal, ignoring a process that is already gone. */
+  kill(signal: Deno.Signal): void {
+    try {
+      this.child.kill(signal);
+    } catch {
+      // Already exited: nothing left to signal.
+    }
+  }
+}
+
+/** The pid of denit itself: the child of unshare in pid1 mode, else the process we started. */
+export function denitPid(proc: Running, mode: Mode): number {
+  if (mode === "subreaper") return proc.child.pid;
+  const children = Deno.readTextFileSync(`/proc/${proc.child.pid}/task/${proc.child.pid}/children`);
+  const pid = Number(children.trim().split(" ")[0]);
+  if (!(pid > 0)) throw new Error(`unshare has no child yet: "${children}"`);
+  return pid;
+}
+
+/**
+ * The host pid of the process that is `innerPid` in the PID namespace of `anchor` (a host pid).
+ * Outside a namespace both are the same.
+ */
+export function hostPid(anchor: number, innerPid: number): number {
+  const namespace = Deno.readLinkSync(`/proc/${anchor}/ns/pid`);
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      if (Deno.readLinkSync(`/proc/${entry.name}/ns/pid`) !== namespace) continue;
+      const status = Deno.readTextFileSync(`/proc/${entry.name}/status`);
+      const nspid = /^NSpid:\s+(.*)$/m.exec(status)?.[1].trim().split(/\s+/) ?? [];
+      if (Number(nspid.at(-1)) === innerPid) return Number(entry.name);
+    } catch {
+      // The process ended while we looked: not the one we want.
+    }
+  }
+  throw new Error(`no process ${innerPid} in the namespace of ${anchor}`);
+}
+
+/** Sends a signal to a pid; throws if the process is gone (a test expects it alive). */
+export function killPid(pid: number, signal: Deno.Signal): void {
+  Deno.kill(pid, signal);
+}
+
+/** True while a process with this pid exists (zombies included). */
+export function exists(pid: number): boolean {
+  try {
+    Deno.statSync(`/proc/${pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Kills pids left by a failed test (by pid, never by name). */
+export function cleanup(pids: readonly number[]): void {
+  for (const pid of pids) {
+    try {
+      Deno.kill(pid, "SIGKILL");
+    } catch {
+      // Gone already.
+    }
+  }
+}

@@ -1,0 +1,108 @@
+/** What the child inherits: stdio, environment, working directory, argv bytes, signal state. */
+
+import { assertEquals, assertOk } from "./assert.ts";
+import { DENIT, DENIT_DIRECT, denitArgv, MODES, run } from "./helpers.ts";
+
+Deno.test("10 MB through stdin and stdout arrive unchanged", async () => {
+  const input = new Uint8Array(10 * 1024 * 1024);
+  for (let i = 0; i < input.length; i += 65536) {
+    crypto.getRandomValues(input.subarray(i, Math.min(i + 65536, input.length)));
+  }
+  const child = new Deno.Command(DENIT, {
+    args: ["-s", "--", "cat"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  const writing = writer.write(input).then(() => writer.close());
+  const [out] = await Promise.all([child.output(), writing]);
+  assertEquals(out.code, 0);
+  assertEquals(out.stdout.length, input.length);
+  const digest = async (bytes: Uint8Array<ArrayBuffer>) =>
+    new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  assertEquals(await digest(out.stdout), await digest(input));
+  assertEquals(out.stderr.length, 0);
+});
+
+Deno.test("stderr of the child stays separate from denit's own log lines", async () => {
+  const result = await run([DENIT, "-s", "-v", "--", "sh", "-c", "echo out; echo err >&2"]);
+  assertEquals(result.stdout, "out\n");
+  assertOk(result.stderr.includes("err\n"));
+  for (const line of result.stderr.trimEnd().split("\n")) {
+    assertOk(line === "err" || /^denit\[\d+\] (info|debug|warn): /.test(line), line);
+  }
+});
+
+Deno.test("environment (DENIT_* included) and working directory pass unchanged", async () => {
+  const env = {
+    PATH: "/usr/bin:/bin",
+    SPACED: "a b  c",
+    EMPTY: "",
+    UNICODE: "grüße ✓",
+    DENIT_GROUP: "0",
+    MULTI: "line1\nline2",
+  };
+  const dir = await Deno.makeTempDir();
+  try {
+    const child = new Deno.Command(DENIT_DIRECT[0], {
+      args: [
+        ...DENIT_DIRECT.slice(1),
+        "-s",
+        "--",
+        "sh",
+        "-c",
+        "cat /proc/$$/environ; printf 'cwd=%s' \"$(pwd -P)\" >&2",
+      ],
+      env,
+      clearEnv: true,
+      cwd: dir,
+      stdout: "piped",
+      stderr: "piped",
+    });
+    const out = await child.output();
+    const seen = new TextDecoder().decode(out.stdout).split("\0").filter((e) => e !== "").sort();
+    const expected = Object.entries(env).map(([k, v]) => `${k}=${v}`).sort();
+    assertEquals(seen, expected);
+    assertEquals(new TextDecoder().decode(out.stderr), `cwd=${await Deno.realPath(dir)}`);
+  } finally {
+    await Deno.remove(dir);
+  }
+});
+
+Deno.test("arguments pass byte-exact: spaces, empty strings, Unicode, globs, dashes", async () => {
+  const args = ["a b", "", "  ", "grüße ✓ 𝄞", "$HOME", "*", "-v", "--", "x\ny", "\t"];
+  const script = `for a in "$@"; do printf "%s" "$a" | od -An -tx1 | tr -d " \\n"; echo; done`;
+  const result = await run([DENIT, "-s", "--", "sh", "-c", script, "sh", ...args]);
+  assertEquals(result.code, 0, result.stderr);
+  const hex = (text: string) =>
+    [...new TextEncoder().encode(text)].map((b) => b.toString(16).padStart(2, "0")).join("");
+  assertEquals(result.stdout.split("\n").slice(0, -1), args.map(hex));
+});
+
+Deno.test("an argument that is not UTF-8 is refused by the runtime with exit 1 and a message", async () => {
+  // Deno rejects such arguments before denit's code runs (README, "Limits").
+  const result = await run(["sh", "-c", `exec "$0" -s -- true "$(printf '\\377')"`, DENIT]);
+  assertEquals(result.code, 1);
+  assertEquals(result.stdout, "");
+  assertOk(/invalid UTF-8/.test(result.stderr), result.stderr);
+});
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: the child starts with no blocked and no ignored signal`, async () => {
+    // This test process starts denit with signals 32 and 33 ignored (Deno.Command does); the
+    // child must still see none, as under tini.
+    const result = await run(
+      denitArgv(mode, ["--", "sh", "-c", "grep -E '^Sig(Blk|Ign)' /proc/$$/status"]),
+    );
+    assertEquals(result.stdout, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  });
+
+  Deno.test(`${mode}: the child leads a new process group`, async () => {
+    const result = await run(
+      denitArgv(mode, ["--", "sh", "-c", "echo $$ $(cut -d' ' -f5 /proc/$$/stat)"]),
+    );
+    const [pid, pgid] = result.stdout.trim().split(" ");
+    assertEquals(pgid, pid);
+  });
+}

@@ -1,0 +1,64 @@
+/** Zombie reaping and the orderly end of leftovers, against the real denit. */
+
+import { assertEquals, assertMatch, assertOk } from "./assert.ts";
+import { cleanup, denitArgv, exists, FIXTURES, MODES, run, Running } from "./helpers.ts";
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: 2,000 orphans are reaped, zero zombies left`, async () => {
+    // The fixture counts zombies itself: in the namespace (pid1) or among denit's children.
+    const parent = mode === "pid1" ? "" : "$PPID";
+    const script = `exec ${FIXTURES}/orphans.sh 2000 ${parent}`;
+    const result = await run(denitArgv(mode, ["--", "sh", "-c", script]), { timeoutMs: 60_000 });
+    assertEquals(result.stdout, "orphans 2000\nzombies 0\n", result.stderr);
+    assertEquals(result.code, 0);
+  });
+
+  Deno.test(`${mode}: leftovers get SIGTERM, then SIGKILL after --kill-after`, async () => {
+    // One leftover ignores TERM and must be SIGKILLed; one traps TERM and reports it; one left
+    // the child's process group and session (setsid), so only a search of /proc finds it.
+    const script = `(trap '' TERM; exec sleep 60) & a=$!
+      sh -c 'trap "echo leftover-term; exit 0" TERM; echo leftover-ready; while :; do sleep 0.05; done' &
+      b=$!
+      setsid sleep 60 & c=$!
+      echo "pids $$ $a $b $c"
+      exit 5`;
+    const proc = new Running(
+      denitArgv(mode, ["-v", "--kill-after", "400ms", "--", "sh", "-c", script]),
+    );
+    let pids: number[] = [];
+    try {
+      const at = await proc.waitFor(/^pids /);
+      pids = proc.lines[at].split(" ").slice(1).map(Number);
+      await proc.waitFor(/^leftover-ready$/);
+      const status = await proc.status(15_000);
+      assertEquals(status.code, 5, status.stderr);
+      assertOk(proc.lines.includes("leftover-term"), "the TERM-handling leftover got no SIGTERM");
+      assertMatch(status.stderr, /signal=SIGTERM[\s\S]*signal=SIGKILL/);
+      if (mode === "subreaper") {
+        for (const pid of pids.slice(1)) assertOk(!exists(pid), `${pid}`);
+      }
+    } finally {
+      proc.kill("SIGKILL");
+      if (mode === "subreaper") cleanup(pids.slice(1));
+    }
+  });
+
+  Deno.test(`${mode}: --kill-after 0 SIGKILLs leftovers at once`, async () => {
+    const script = `(trap '' TERM; exec sleep 60) & echo "pid $!"; exit 4`;
+    const started = performance.now();
+    const result = await run(
+      denitArgv(mode, ["-v", "--kill-after", "0", "--", "sh", "-c", script]),
+    );
+    assertEquals(result.code, 4, result.stderr);
+    assertOk(!/signal=SIGTERM/.test(result.stderr), "SIGTERM was sent with --kill-after 0");
+    assertMatch(result.stderr, /signal=SIGKILL/);
+    assertOk(performance.now() - started < 5000);
+    if (mode === "subreaper") assertOk(!exists(Number(result.stdout.split(" ")[1])));
+  });
+
+  Deno.test(`${mode}: a child without leftovers exits without waiting`, async () => {
+    const result = await run(denitArgv(mode, ["-v", "--kill-after", "30s", "true"]));
+    assertEquals(result.code, 0);
+    assertOk(!/SIGKILL/.test(result.stderr), result.stderr);
+  });
+}

@@ -1,0 +1,160 @@
+/** Units: the pure state machine, as a table of (state, event) → (state, effects). */
+
+import { assertEquals } from "./assert.ts";
+import {
+  ABANDON_MS,
+  type Effect,
+  type Event,
+  exitCodeFor,
+  INITIAL_STATE,
+  type Policy,
+  type State,
+  transition,
+} from "../src/supervisor.ts";
+
+const POLICY: Policy = {
+  rewrite: new Map([[15, 3], [1, 0]]),
+  graceMs: 500,
+  killAfterMs: 1000,
+  remapExit: new Set([143]),
+};
+const RUNNING: State = { name: "running", pid: 10, target: -10 };
+const STOPPING: State = { name: "stopping", pid: 10, target: -10 };
+const EXITED: State = {
+  name: "exited",
+  pid: 10,
+  status: { kind: "exited", code: 4 },
+  exitCode: 4,
+  phase: "terminating",
+};
+const signal = (signo: number): Event => ({ type: "signal-received", signo });
+const forward = (signo: number, received: number): Effect => ({
+  type: "forward-signal",
+  signo,
+  target: -10,
+  received,
+});
+
+const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
+  ["signal before start is kept", INITIAL_STATE, signal(10), POLICY, {
+    name: "starting",
+    pending: [10],
+  }, []],
+  [
+    "start forwards kept signals",
+    { name: "starting", pending: [10, 12] },
+    { type: "child-started", pid: 10, target: -10 },
+    POLICY,
+    RUNNING,
+    [forward(10, 10), forward(12, 12)],
+  ],
+  ["plain signal is forwarded", RUNNING, signal(10), POLICY, RUNNING, [forward(10, 10)]],
+  ["rewritten stop signal stops with grace", RUNNING, signal(15), POLICY, STOPPING, [
+    forward(3, 15),
+    { type: "start-timer", timer: "grace", ms: 500 },
+  ]],
+  [
+    "stop without grace starts no timer",
+    RUNNING,
+    signal(2),
+    { ...POLICY, graceMs: null },
+    STOPPING,
+    [
+      forward(2, 2),
+    ],
+  ],
+  ["rewrite to 0 drops", RUNNING, signal(1), POLICY, RUNNING, [
+    { type: "drop-signal", signo: 1, reason: "rewrite" },
+  ]],
+  ["second stop signal forwards, no new timer", STOPPING, signal(2), POLICY, STOPPING, [
+    forward(2, 2),
+  ]],
+  ["grace expiry SIGKILLs the target", STOPPING, { type: "grace-expired" }, POLICY, STOPPING, [
+    forward(9, 0),
+  ]],
+  [
+    "stale grace expiry in running does nothing",
+    RUNNING,
+    { type: "grace-expired" },
+    POLICY,
+    RUNNING,
+    [],
+  ],
+  [
+    "child exit: TERM leftovers, arm kill timer",
+    STOPPING,
+    { type: "child-exited", status: { kind: "exited", code: 4 } },
+    POLICY,
+    EXITED,
+    [
+      { type: "cancel-timer", timer: "grace" },
+      { type: "kill-leftovers", signo: 15 },
+      { type: "start-timer", timer: "kill", ms: 1000 },
+    ],
+  ],
+  [
+    "child exit with kill-after 0: SIGKILL at once",
+    RUNNING,
+    { type: "child-exited", status: { kind: "signaled", signo: 15, coreDumped: false } },
+    { ...POLICY, killAfterMs: 0 },
+    {
+      ...EXITED,
+      status: { kind: "signaled", signo: 15, coreDumped: false },
+      exitCode: 0,
+      phase: "killing",
+    },
+    [
+      { type: "cancel-timer", timer: "grace" },
+      { type: "kill-leftovers", signo: 9 },
+      { type: "start-timer", timer: "kill", ms: ABANDON_MS },
+    ],
+  ],
+  ["kill timer escalates to SIGKILL", EXITED, { type: "kill-timer-expired" }, POLICY, {
+    ...EXITED,
+    phase: "killing",
+  }, [
+    { type: "kill-leftovers", signo: 9 },
+    { type: "start-timer", timer: "kill", ms: ABANDON_MS },
+  ]],
+  [
+    "second kill timer abandons",
+    { ...EXITED, phase: "killing" },
+    { type: "kill-timer-expired" },
+    POLICY,
+    { ...EXITED, phase: "killing" },
+    [{ type: "finish", exitCode: 4, abandoned: true }],
+  ],
+  ["no children left finishes", EXITED, { type: "children-gone" }, POLICY, EXITED, [
+    { type: "cancel-timer", timer: "kill" },
+    { type: "finish", exitCode: 4, abandoned: false },
+  ]],
+  ["signals after exit are dropped", EXITED, signal(15), POLICY, EXITED, [
+    { type: "drop-signal", signo: 15, reason: "child exited" },
+  ]],
+  [
+    "children-gone while running is ignored",
+    RUNNING,
+    { type: "children-gone" },
+    POLICY,
+    RUNNING,
+    [],
+  ],
+];
+
+for (const [name, state, event, policy, nextState, effects] of TABLE) {
+  Deno.test(`transition: ${name}`, () => {
+    const step = transition(state, event, policy);
+    assertEquals(step.state, nextState);
+    assertEquals(step.effects, effects);
+  });
+}
+
+Deno.test("exit code: code, 128+N, and -e remapping of either", () => {
+  const none = new Set<number>();
+  assertEquals(exitCodeFor({ kind: "exited", code: 0 }, none), 0);
+  assertEquals(exitCodeFor({ kind: "exited", code: 255 }, none), 255);
+  assertEquals(exitCodeFor({ kind: "signaled", signo: 9, coreDumped: false }, none), 137);
+  assertEquals(exitCodeFor({ kind: "signaled", signo: 34, coreDumped: false }, none), 162);
+  assertEquals(exitCodeFor({ kind: "exited", code: 3 }, new Set([3])), 0);
+  assertEquals(exitCodeFor({ kind: "signaled", signo: 15, coreDumped: false }, new Set([143])), 0);
+});

@@ -1,0 +1,51 @@
+/** Interactive use: on a terminal, the child's group is the foreground group (script(1) PTY). */
+
+import { assertEquals, assertOk } from "./assert.ts";
+import { DENIT } from "./helpers.ts";
+
+Deno.test("on a TTY the child is the foreground group and Ctrl-C reaches it", async () => {
+  const child = `echo pg=$(cut -d' ' -f5 /proc/$$/stat) tpgid=$(cut -d' ' -f8 /proc/$$/stat); \
+trap 'echo got-INT; exit 7' INT; echo ready; while :; do sleep 0.05; done`;
+  const quote = (text: string) => `'${text.replaceAll("'", `'"'"'`)}'`;
+  const command = `${DENIT} -s -- sh -c ${quote(child)}`;
+  // script(1) runs the command on a new pseudo-terminal as its controlling terminal.
+  const proc = new Deno.Command("script", {
+    args: ["-qfec", command, "/dev/null"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const timer = setTimeout(() => {
+    try {
+      proc.kill("SIGKILL");
+    } catch {
+      // Exited just now.
+    }
+  }, 15_000);
+  const decoder = new TextDecoder();
+  let seen = "";
+  const writer = proc.stdin.getWriter();
+  try {
+    for await (const chunk of proc.stdout) {
+      seen += decoder.decode(chunk, { stream: true });
+      if (seen.includes("ready") && !seen.includes("^C")) {
+        await writer.write(new Uint8Array([0x03])); // Ctrl-C: SIGINT to the foreground group
+        seen += "^C";
+      }
+    }
+    const status = await proc.status;
+    assertEquals(status.code, 7, seen);
+    const match = /pg=(\d+) tpgid=(\d+)/.exec(seen);
+    assertOk(match !== null, seen);
+    assertEquals(match[2], match[1], "the child's group is not the terminal's foreground group");
+    assertOk(seen.includes("got-INT"), seen);
+  } finally {
+    clearTimeout(timer);
+    await writer.close().catch(() => {/* script already gone: nothing to flush */});
+    try {
+      proc.kill("SIGKILL");
+    } catch {
+      // Already exited: the normal case.
+    }
+  }
+});
