@@ -153,6 +153,18 @@ export class Running {
     return { ...status, stderr: await this.#stderr };
   }
 
+  /**
+   * Ends the run in order: SIGTERM (denit forwards it and cleans up its leftovers), then
+   * SIGKILL if it is still there after `timeoutMs`. Safe after the process exited.
+   */
+  async stop(timeoutMs = 5000): Promise<void> {
+    this.kill("SIGTERM");
+    const timer = setTimeout(() => this.kill("SIGKILL"), timeoutMs);
+    await this.child.status;
+    clearTimeout(timer);
+    await this.#stderr;
+  }
+
   /** Sends a signal, ignoring a process that is already gone. */
   kill(signal: Deno.Signal): void {
     try {
@@ -216,4 +228,44 @@ export function cleanup(pids: readonly number[]): void {
       // Gone already.
     }
   }
+}
+
+/** A TCP port that was free a moment ago on 127.0.0.1 (bound to port 0, then released). */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = listener.addr.port;
+  listener.close();
+  return port;
+}
+
+/** A raw HTTP exchange: writes `request` bytes, reads until the server closes or `until` holds. */
+export async function rawHttp(
+  port: number,
+  request: string | Uint8Array,
+  options: { hostname?: string; until?: (text: string) => boolean; timeoutMs?: number } = {},
+): Promise<string> {
+  const conn = await Deno.connect({ hostname: options.hostname ?? "127.0.0.1", port });
+  const timer = setTimeout(() => conn.close(), options.timeoutMs ?? 10_000);
+  const bytes = typeof request === "string" ? new TextEncoder().encode(request) : request;
+  let text = "";
+  try {
+    await conn.write(bytes);
+    const buffer = new Uint8Array(65536);
+    for (;;) {
+      const n = await conn.read(buffer);
+      if (n === null) break;
+      text += new TextDecoder().decode(buffer.subarray(0, n));
+      if (options.until?.(text)) break;
+    }
+  } catch {
+    // Closed by the timer or reset by the server: the text so far is the answer.
+  } finally {
+    clearTimeout(timer);
+    try {
+      conn.close();
+    } catch {
+      // Already closed.
+    }
+  }
+  return text;
 }

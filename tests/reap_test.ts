@@ -38,7 +38,7 @@ for (const mode of MODES) {
         for (const pid of pids.slice(1)) assertOk(!exists(pid), `${pid}`);
       }
     } finally {
-      proc.kill("SIGKILL");
+      await proc.stop();
       if (mode === "subreaper") cleanup(pids.slice(1));
     }
   });

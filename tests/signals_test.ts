@@ -36,7 +36,7 @@ for (const mode of MODES) {
       assertEquals(status.code, 0, status.stderr);
       assertEquals(status.stderr, "");
     } finally {
-      proc.kill("SIGKILL");
+      await proc.stop();
     }
   });
 
@@ -59,8 +59,8 @@ for (const mode of MODES) {
       assertEquals((await single.status()).code, 7);
       assertEquals(single.lines.includes("SIGHUP"), false, single.lines.join("|"));
     } finally {
-      grouped.kill("SIGKILL");
-      single.kill("SIGKILL");
+      await grouped.stop();
+      await single.stop();
     }
   });
 
@@ -79,7 +79,7 @@ for (const mode of MODES) {
       assertEquals(status.code, 3);
       assertEquals(proc.lines.slice(1), ["SIGUSR1", "SIGQUIT"]);
     } finally {
-      proc.kill("SIGKILL");
+      await proc.stop();
     }
   });
 
@@ -94,7 +94,7 @@ for (const mode of MODES) {
       assertEquals(status.code, 137, status.stderr);
       assertOk(performance.now() - started >= 300, "killed before the grace period ended");
     } finally {
-      proc.kill("SIGKILL");
+      await proc.stop();
     }
   });
 
@@ -113,7 +113,7 @@ for (const mode of MODES) {
       const status = await proc.status();
       assertEquals(status.code, 9, "SIGTERM must not have killed the child");
     } finally {
-      proc.kill("SIGKILL");
+      await proc.stop();
     }
   });
 }
@@ -136,7 +136,7 @@ Deno.test("SIGUSR1 reaches the child and opens no socket in denit", async () => 
     killPid(pid, "SIGHUP");
     assertEquals((await proc.status()).code, 0);
   } finally {
-    proc.kill("SIGKILL");
+    await proc.stop();
   }
 });
 
@@ -167,17 +167,18 @@ Deno.test("--pdeathsig: denit gets the signal when its parent dies and forwards 
   const script = `"$@" & echo "denit $!"; wait`;
   const argv = [DENIT, "-s", "-p", "USR2", "--", ...ECHO, "SIGUSR2", "5"];
   const parent = new Running(["sh", "-c", script, "sh", ...argv]);
-  let denit = 0;
+  const pids: number[] = [];
   try {
     const at = await parent.waitFor(/^denit \d+$/);
-    denit = Number(parent.lines[at].split(" ")[1]);
-    await parent.waitFor(/^ready /);
+    pids.push(Number(parent.lines[at].split(" ")[1]));
+    pids.push(Number(parent.lines[await parent.waitFor(/^ready /)].split(" ")[1]));
     parent.kill("SIGKILL");
     // Only the parent died: SIGUSR2 can only come from the parent-death signal, via denit.
     await parent.waitFor(/^SIGUSR2$/);
   } finally {
     parent.kill("SIGKILL");
-    cleanup(denit > 0 ? [denit] : []);
+    // On success both exited already; after a failure, denit and its child go by pid.
+    cleanup(pids);
   }
 });
 
@@ -210,7 +211,7 @@ for (const mode of MODES) {
       // Same-signal deliveries coalesce in the kernel, but every kind must have arrived.
       for (const name of mix) assertOk(proc.lines.includes(name), `${name} never arrived`);
     } finally {
-      proc.kill("SIGKILL");
+      await proc.stop();
     }
   });
 }
@@ -229,6 +230,6 @@ Deno.test("SIGTTIN and SIGTTOU do not stop denit and are not forwarded", async (
     assertEquals((await proc.status()).code, 0);
     assertEquals(proc.lines.slice(1), ["SIGUSR2", "SIGHUP"]);
   } finally {
-    proc.kill("SIGKILL");
+    await proc.stop();
   }
 });

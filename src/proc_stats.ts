@@ -1,0 +1,47 @@
+/** This process's resource figures from /proc/self, for the `process_*` metrics. */
+
+/** The Prometheus client conventions' process figures. */
+export interface ProcessStats {
+  readonly residentBytes: number;
+  readonly virtualBytes: number;
+  readonly startTimeSeconds: number;
+  readonly cpuSecondsTotal: number;
+  readonly openFds: number;
+  readonly maxFds: number;
+}
+
+// sysconf(_SC_CLK_TCK) is 100 on every Linux architecture denit supports.
+const CLOCK_TICKS = 100;
+
+function bootTimeSeconds(): number {
+  const line = /^btime (\d+)$/m.exec(Deno.readTextFileSync("/proc/stat"));
+  return line === null ? 0 : Number(line[1]);
+}
+
+function statusKilobytes(status: string, field: string): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(status);
+  return match === null ? 0 : Number(match[1]);
+}
+
+/** Reads the figures now; any that /proc does not give reads as 0. */
+export function readProcessStats(): ProcessStats {
+  const status = Deno.readTextFileSync("/proc/self/status");
+  const stat = Deno.readTextFileSync("/proc/self/stat");
+  // proc(5): fields after "(comm) "; utime is field 14, stime 15, starttime 22 (1-based).
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const ticks = (index: number) => Number(fields[index - 3]);
+  let openFds = 0;
+  for (const _ of Deno.readDirSync("/proc/self/fd")) openFds++;
+  const limit = /^Max open files\s+(\d+|unlimited)/m.exec(
+    Deno.readTextFileSync("/proc/self/limits"),
+  );
+  return {
+    residentBytes: statusKilobytes(status, "VmRSS") * 1024,
+    virtualBytes: statusKilobytes(status, "VmSize") * 1024,
+    startTimeSeconds: bootTimeSeconds() + ticks(22) / CLOCK_TICKS,
+    cpuSecondsTotal: (ticks(14) + ticks(15)) / CLOCK_TICKS,
+    // Listing the directory opens one descriptor of its own.
+    openFds: Math.max(openFds - 1, 0),
+    maxFds: limit === null || limit[1] === "unlimited" ? 0 : Number(limit[1]),
+  };
+}

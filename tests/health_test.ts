@@ -1,0 +1,269 @@
+/** The health endpoint of a real denit process through its child's life. */
+
+import parsePrometheus from "parse-prometheus-text-format";
+import { assertEquals, assertMatch, assertOk } from "./assert.ts";
+import { DENIT, freePort, killPid, rawHttp, run, Running } from "./helpers.ts";
+
+async function get(port: number, path: string, method = "GET", hostname = "127.0.0.1") {
+  const response = await fetch(
+    `http://${hostname.includes(":") ? `[${hostname}]` : hostname}:${port}${path}`,
+    {
+      method,
+    },
+  );
+  return { status: response.status, headers: response.headers, body: await response.text() };
+}
+
+async function status(port: number): Promise<Record<string, unknown>> {
+  return JSON.parse((await get(port, "/status")).body);
+}
+
+/** Polls /status until `check` holds (bounded): counters move asynchronously to the probe. */
+async function statusUntil(port: number, check: (s: Record<string, unknown>) => boolean) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const current = await status(port);
+    if (check(current)) return current;
+    if (Date.now() > deadline) throw new Error(`status never matched: ${JSON.stringify(current)}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+function checkPrometheus(text: string): Map<string, string> {
+  const families = parsePrometheus(text) as Array<{
+    name: string;
+    type: string;
+    metrics: Array<{ value: string; labels?: Record<string, string> }>;
+  }>;
+  const samples = new Map<string, string>();
+  for (const family of families) {
+    assertOk(family.type !== "UNTYPED", `${family.name} has no # TYPE`);
+    if (family.type === "COUNTER") assertMatch(family.name, /_total$/);
+    for (const sample of family.metrics) {
+      assertOk(Number.isFinite(Number(sample.value)), `${family.name} = ${sample.value}`);
+      const labels = Object.entries(sample.labels ?? {}).map(([k, v]) => `${k}="${v}"`).join(",");
+      samples.set(labels === "" ? family.name : `${family.name}{${labels}}`, sample.value);
+    }
+  }
+  return samples;
+}
+
+Deno.test("health through the child's life: ready, counters, stopping, exited", async () => {
+  const port = freePort();
+  const dir = await Deno.makeTempDir();
+  const child = `(true &); (true &); (true &)
+    (trap '' TERM; exec sleep 30) &
+    trap 'echo usr1' USR1
+    trap 'echo term' TERM
+    echo ready
+    while [ ! -e ${dir}/stop ]; do sleep 0.02; done
+    exit 3`;
+  const proc = new Running([
+    DENIT,
+    "-s",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--kill-after",
+    "3s",
+    "--",
+    "sh",
+    "-c",
+    child,
+  ]);
+  try {
+    await proc.waitFor(/^ready$/);
+    const ready = await get(port, "/readyz");
+    assertEquals([ready.status, ready.body], [200, "ready\n"]);
+    assertEquals(ready.headers.get("cache-control"), "no-store");
+    assertEquals((await get(port, "/healthz")).status, 200);
+    assertEquals((await get(port, "/livez")).status, 200);
+    const reaped = await statusUntil(port, (s) => (s.zombiesReaped as number) >= 3);
+    assertEquals(reaped.state, "running");
+    assertEquals((reaped.child as { pid: number }).pid > 0, true);
+    killPid(proc.child.pid, "SIGUSR1");
+    await proc.waitFor(/^usr1$/);
+    const forwarded = await status(port);
+    assertEquals(forwarded.signalsForwarded, { SIGUSR1: 1 });
+    const metrics = checkPrometheus((await get(port, "/metrics")).body);
+    assertEquals(metrics.get('denit_signals_forwarded_total{signal="SIGUSR1"}'), "1");
+    assertEquals(metrics.get("denit_child_up"), "1");
+    assertOk(Number(metrics.get("denit_zombies_reaped_total")) >= 3);
+    assertOk(Number(metrics.get("process_resident_memory_bytes")) > 1_000_000);
+    assertOk(Number(metrics.get("process_open_fds")) > 2);
+
+    killPid(proc.child.pid, "SIGTERM");
+    await proc.waitFor(/^term$/);
+    const stopping = await get(port, "/readyz");
+    assertEquals([stopping.status, stopping.body], [
+      503,
+      "stopping: a stop signal was forwarded\n",
+    ]);
+    assertEquals((await status(port)).state, "stopping");
+    assertEquals((await get(port, "/healthz")).status, 200);
+
+    await Deno.writeTextFile(`${dir}/stop`, "");
+    // The leftover ignores SIGTERM: for --kill-after, denit lives on with the child exited.
+    const exited = await statusUntil(port, (s) => s.state === "exited");
+    assertEquals((exited.child as { exitCode: number }).exitCode, 3);
+    const notReady = await get(port, "/readyz");
+    assertEquals([notReady.status, notReady.body], [503, "child exited\n"]);
+    assertEquals(
+      checkPrometheus((await get(port, "/metrics")).body).get("denit_child_exit_code"),
+      "3",
+    );
+    const end = await proc.status();
+    assertEquals(end.code, 3, end.stderr);
+    // Closed with denit: nothing listens any more.
+    assertEquals(
+      await rawHttp(port, "GET /healthz HTTP/1.0\r\n\r\n").catch(() => "refused"),
+      "refused",
+    );
+  } finally {
+    await proc.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("/status never shows argv or environment of the child", async () => {
+  const port = freePort();
+  const proc = new Running([
+    DENIT,
+    "-s",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--",
+    "sh",
+    "-c",
+    "echo ready; exec sleep 30",
+    "s3cret-arg",
+  ], { env: { SECRET_TOKEN: "s3cret-env" } });
+  try {
+    await proc.waitFor(/^ready$/);
+    for (const path of ["/status", "/metrics"]) {
+      const body = (await get(port, path)).body;
+      assertOk(!body.includes("s3cret") && !body.includes("sleep") && !body.includes("/bin"), body);
+    }
+  } finally {
+    await proc.stop();
+  }
+});
+
+Deno.test("404, 405 with Allow, HEAD without a body, bad requests", async () => {
+  const port = freePort();
+  const proc = new Running([
+    DENIT,
+    "-s",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--",
+    "sh",
+    "-c",
+    "echo ready; exec sleep 30",
+  ]);
+  try {
+    await proc.waitFor(/^ready$/);
+    assertEquals((await get(port, "/nope")).status, 404);
+    const post = await get(port, "/readyz", "POST");
+    assertEquals(post.status, 405);
+    assertEquals(post.headers.get("allow"), "GET, HEAD");
+    const head = await rawHttp(port, "HEAD /status HTTP/1.0\r\n\r\n");
+    assertMatch(head, /^HTTP\/1\.1 200 OK\r\n/);
+    assertOk(head.endsWith("\r\n\r\n"), "HEAD carried a body");
+    assertMatch(await rawHttp(port, "\x00\x01\x02garbage\r\n\r\n"), /^HTTP\/1\.1 400 /);
+    const metrics = await get(port, "/metrics");
+    assertEquals(metrics.headers.get("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+    assertEquals((await get(port, "/healthz")).status, 200);
+  } finally {
+    await proc.stop();
+  }
+});
+
+Deno.test("IPv6 loopback works", async () => {
+  let v6 = true;
+  try {
+    Deno.listen({ hostname: "::1", port: 0 }).close();
+  } catch {
+    v6 = false;
+  }
+  if (!v6) {
+    // deno-lint-ignore no-console -- a skipped check must say why
+    console.warn("SKIP IPv6 health check: this machine has no ::1");
+    return;
+  }
+  const port = freePort();
+  const proc = new Running([
+    DENIT,
+    "-s",
+    "--health-addr",
+    `[::1]:${port}`,
+    "--",
+    "sh",
+    "-c",
+    "echo ready; exec sleep 30",
+  ]);
+  try {
+    await proc.waitFor(/^ready$/);
+    assertEquals((await get(port, "/readyz", "GET", "::1")).status, 200);
+  } finally {
+    await proc.stop();
+  }
+});
+
+Deno.test("address in use or unusable: exit 125, one line, the child never starts", async () => {
+  const holder = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const dir = await Deno.makeTempDir();
+  try {
+    for (const address of [`127.0.0.1:${holder.addr.port}`, "192.0.2.1:7623"]) {
+      const result = await run([
+        DENIT,
+        "-s",
+        "--health-addr",
+        address,
+        "--",
+        "touch",
+        `${dir}/ran`,
+      ]);
+      assertEquals(result.code, 125, address);
+      const lines = result.stderr.trimEnd().split("\n");
+      assertEquals(lines.length, 1, result.stderr);
+      assertMatch(lines[0], /^denit\[\d+\] error: Cannot serve health on ".+": /);
+      assertOk(!(await Deno.stat(`${dir}/ran`).then(() => true, () => false)), "the child ran");
+    }
+  } finally {
+    holder.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a flood of 600 idle connections: fds stay bounded and probes still answer", async () => {
+  const port = freePort();
+  const proc = new Running([
+    DENIT,
+    "-s",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--",
+    "sh",
+    "-c",
+    "echo ready; exec sleep 30",
+  ]);
+  const conns: Deno.Conn[] = [];
+  try {
+    await proc.waitFor(/^ready$/);
+    for (let i = 0; i < 600; i++) conns.push(await Deno.connect({ hostname: "127.0.0.1", port }));
+    const probe = await rawHttp(port, "GET /readyz HTTP/1.0\r\n\r\n");
+    assertMatch(probe, /^HTTP\/1\.1 200 OK/);
+    let fds = 0;
+    for (const _ of Deno.readDirSync(`/proc/${proc.child.pid}/fd`)) fds++;
+    assertOk(fds < 256 + 64, `denit holds ${fds} descriptors`);
+  } finally {
+    for (const conn of conns) {
+      try {
+        conn.close();
+      } catch {
+        // Closed by denit's eviction already.
+      }
+    }
+    await proc.stop();
+  }
+});
