@@ -4,14 +4,11 @@
  * @module
  */
 
-import { ExitCode } from "./src/exit_codes.ts";
-import { printErr } from "./src/log.ts";
+import { copyMain } from "./src/copy_main.ts";
 
 /** Runs `denit init …` or `denit copy …`; `args[0]` is the mode. Resolves to the exit code. */
 export function main(args: readonly string[]): Promise<number> {
-  // TODO(#3): the copy engine.
-  printErr(`denit ${args[0]}: not implemented yet`);
-  return Promise.resolve(ExitCode.INTERNAL);
+  return copyMain(args);
 }
 
 if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -70,6 +70,45 @@ const SYMBOLS = {
   strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
   environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
+  // Copy mode (init.ts): the kernel's copy paths and metadata calls on file descriptors.
+  open: { parameters: ["buffer", "i32", "u32"], result: "i32" }, // const char *path, int flags, mode_t mode
+  close: { parameters: ["i32"], result: "i32" }, // int fd
+  copy_file_range: {
+    // int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags
+    parameters: ["i32", "pointer", "i32", "pointer", "usize", "u32"],
+    result: "isize", // ssize_t
+  },
+  copy_file_range_blocking: {
+    name: "copy_file_range",
+    parameters: ["i32", "pointer", "i32", "pointer", "usize", "u32"], // as copy_file_range
+    result: "isize",
+    nonblocking: true,
+  },
+  sendfile: {
+    parameters: ["i32", "i32", "pointer", "usize"], // int out_fd, int in_fd, off_t *offset, size_t count
+    result: "isize", // ssize_t
+  },
+  fchmod: { parameters: ["i32", "u32"], result: "i32" }, // int fd, mode_t mode
+  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" }, // int fd, uid_t owner, gid_t group
+  fchownat: {
+    parameters: ["i32", "buffer", "u32", "u32", "i32"], // int dirfd, const char *path, uid_t, gid_t, int flags
+    result: "i32",
+  },
+  futimens: { parameters: ["i32", "buffer"], result: "i32" }, // int fd, const struct timespec times[2]
+  utimensat: {
+    parameters: ["i32", "buffer", "buffer", "i32"], // int dirfd, const char *path, const struct timespec times[2], int flags
+    result: "i32",
+  },
+  fchmodat: {
+    parameters: ["i32", "buffer", "u32", "i32"], // int dirfd, const char *path, mode_t mode, int flags
+    result: "i32",
+  },
+  fsync: { parameters: ["i32"], result: "i32" }, // int fd
+  rename: { parameters: ["buffer", "buffer"], result: "i32" }, // const char *oldpath, const char *newpath
+  statx: {
+    parameters: ["i32", "buffer", "i32", "u32", "buffer"], // int dirfd, const char *path, int flags, unsigned int mask, struct statx *buf
+    result: "i32",
+  },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 function openLibc(): Deno.DynamicLibrary<typeof SYMBOLS> {
@@ -287,4 +326,190 @@ export function spawn(request: SpawnRequest): SpawnResult {
     void args;
     void path;
   }
+}
+
+// ---- Copy mode: files by descriptor ------------------------------------------------------
+
+/** A call's value, or the errno it failed with. */
+export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };
+
+function outcome(rc: number): Outcome<number> {
+  return rc >= 0 ? { ok: true, value: rc } : { ok: false, errno: errno() };
+}
+
+// fcntl.h: O_DIRECTORY and O_NOFOLLOW differ between x86_64 and the asm-generic arm64 values.
+const ARM64 = Deno.build.arch === "aarch64";
+const O_WRONLY = 0o1;
+const O_CREAT = 0o100;
+const O_EXCL = 0o200;
+const O_NOFOLLOW = ARM64 ? 0o100000 : 0o400000;
+const O_DIRECTORY = ARM64 ? 0o40000 : 0o200000;
+const O_CLOEXEC = 0o2000000;
+const AT_FDCWD = -100; // fcntl.h
+const AT_SYMLINK_NOFOLLOW = 0x100; // fcntl.h
+const STATX_BASIC_STATS = 0x7ff; // linux/stat.h
+const STATX_BYTES = 256;
+
+/** A point in time as the kernel keeps it. */
+export interface Timestamp {
+  readonly sec: bigint;
+  readonly nsec: number;
+}
+
+/** What lstat/statx says about a path (never following a final symlink). */
+export interface PathStat {
+  readonly kind: "file" | "dir" | "link" | "fifo" | "socket" | "char-device" | "block-device";
+  /** Permission bits, setuid/setgid/sticky included (mode & 07777). */
+  readonly mode: number;
+  readonly uid: number;
+  readonly gid: number;
+  readonly size: number;
+  readonly atime: Timestamp;
+  readonly mtime: Timestamp;
+}
+
+const KINDS: ReadonlyMap<number, PathStat["kind"]> = new Map([
+  [0o100000, "file"], // S_IFREG
+  [0o040000, "dir"], // S_IFDIR
+  [0o120000, "link"], // S_IFLNK
+  [0o010000, "fifo"], // S_IFIFO
+  [0o140000, "socket"], // S_IFSOCK
+  [0o020000, "char-device"], // S_IFCHR
+  [0o060000, "block-device"], // S_IFBLK
+]);
+
+// One statx buffer for every call: statPath is on the hot path of planning a copy.
+const statxBuffer = new Uint8Array(STATX_BYTES);
+const statxView = new DataView(statxBuffer.buffer);
+
+/** statx(2) without following a final symlink. */
+export function statPath(path: string): Outcome<PathStat> {
+  const buffer = statxBuffer;
+  const rc = libc.symbols.statx(
+    AT_FDCWD,
+    cString(path),
+    AT_SYMLINK_NOFOLLOW,
+    STATX_BASIC_STATS,
+    buffer,
+  );
+  if (rc !== 0) return { ok: false, errno: errno() };
+  const view = statxView;
+  const mode = view.getUint16(28, true); // stx_mode
+  const time = (offset: number): Timestamp => ({
+    sec: view.getBigInt64(offset, true), // tv_sec
+    nsec: view.getUint32(offset + 8, true), // tv_nsec
+  });
+  return {
+    ok: true,
+    value: {
+      kind: KINDS.get(mode & 0o170000) ?? "file",
+      mode: mode & 0o7777,
+      uid: view.getUint32(20, true), // stx_uid
+      gid: view.getUint32(24, true), // stx_gid
+      size: Number(view.getBigUint64(40, true)), // stx_size
+      atime: time(64), // stx_atime
+      mtime: time(112), // stx_mtime
+    },
+  };
+}
+
+/** open(path, O_RDONLY | O_NOFOLLOW): a symlink is refused (ELOOP), never followed. */
+export function openForReading(path: string): Outcome<number> {
+  return outcome(libc.symbols.open(cString(path), O_NOFOLLOW | O_CLOEXEC, 0));
+}
+
+/** open(path, O_CREAT | O_EXCL | O_WRONLY): a new file, never an existing one or a symlink. */
+export function createExclusive(path: string, mode: number): Outcome<number> {
+  const flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  return outcome(libc.symbols.open(cString(path), flags, mode));
+}
+
+/** open(path, O_RDONLY | O_DIRECTORY), for fsync of a directory. */
+export function openDirectory(path: string): Outcome<number> {
+  return outcome(libc.symbols.open(cString(path), O_DIRECTORY | O_CLOEXEC, 0));
+}
+
+/** close(2). */
+export function closeFd(fd: number): void {
+  // close(2): even on EINTR the descriptor is released on Linux; nothing to retry.
+  libc.symbols.close(fd);
+}
+
+/** copy_file_range(2) of up to `length` bytes at the current offsets; 0 at end of input. */
+export function copyRange(input: number, output: number, length: number): Outcome<number> {
+  return outcome(
+    Number(libc.symbols.copy_file_range(input, null, output, null, BigInt(length), 0)),
+  );
+}
+
+/**
+ * The same on a worker thread, for large chunks: the event loop (and so signal handling)
+ * stays free. errno cannot be read across threads: a failure is reported as errno 0, and the
+ * caller retries on this thread to learn the cause.
+ */
+export async function copyRangeOnThread(
+  input: number,
+  output: number,
+  length: number,
+): Promise<Outcome<number>> {
+  const n = Number(
+    await libc.symbols.copy_file_range_blocking(input, null, output, null, BigInt(length), 0),
+  );
+  return n >= 0 ? { ok: true, value: n } : { ok: false, errno: 0 };
+}
+
+/** sendfile(2): the fallback where copy_file_range is refused (EXDEV, EINVAL, ENOSYS). */
+export function sendFile(output: number, input: number, length: number): Outcome<number> {
+  return outcome(Number(libc.symbols.sendfile(output, input, null, BigInt(length))));
+}
+
+function timespecs(atime: Timestamp, mtime: Timestamp): Uint8Array<ArrayBuffer> {
+  const times = new BigInt64Array([atime.sec, BigInt(atime.nsec), mtime.sec, BigInt(mtime.nsec)]);
+  return new Uint8Array(times.buffer); // struct timespec times[2]
+}
+
+/** fchmod(2). */
+export function setFdMode(fd: number, mode: number): CallResult {
+  return checked(libc.symbols.fchmod(fd, mode));
+}
+
+/** fchown(2). */
+export function setFdOwner(fd: number, uid: number, gid: number): CallResult {
+  return checked(libc.symbols.fchown(fd, uid, gid));
+}
+
+/** futimens(2): access and modification times, to the nanosecond. */
+export function setFdTimes(fd: number, atime: Timestamp, mtime: Timestamp): CallResult {
+  return checked(libc.symbols.futimens(fd, timespecs(atime, mtime)));
+}
+
+/** utimensat(2) on the path itself (a symlink's own times, not its target's). */
+export function setPathTimes(path: string, atime: Timestamp, mtime: Timestamp): CallResult {
+  const rc = libc.symbols.utimensat(
+    AT_FDCWD,
+    cString(path),
+    timespecs(atime, mtime),
+    AT_SYMLINK_NOFOLLOW,
+  );
+  return checked(rc);
+}
+
+/** fchownat(2) on the path itself (lchown for a symlink). */
+export function setPathOwner(path: string, uid: number, gid: number): CallResult {
+  return checked(libc.symbols.fchownat(AT_FDCWD, cString(path), uid, gid, AT_SYMLINK_NOFOLLOW));
+}
+
+/** chmod(2) of a path (directories; never used on a symlink). */
+export function setPathMode(path: string, mode: number): CallResult {
+  return checked(libc.symbols.fchmodat(AT_FDCWD, cString(path), mode, 0));
+}
+
+/** fsync(2). */
+export function syncFd(fd: number): CallResult {
+  return checked(libc.symbols.fsync(fd));
+}
+
+/** rename(2): atomic replacement of `to`, which is never followed if it is a symlink. */
+export function renamePath(from: string, to: string): CallResult {
+  return checked(libc.symbols.rename(cString(from), cString(to)));
 }

@@ -1,0 +1,132 @@
+/** Arguments of `denit copy` and `denit init` → frozen options. Same conventions as cli.ts. */
+
+import { UsageError } from "./cli.ts";
+import type { Owner } from "./copy_plan.ts";
+
+/** Everything `denit copy` / `denit init` was asked. */
+export interface CopyInvocation {
+  readonly mode: "copy" | "init";
+  /** copy: every SRC; init: the --with paths. */
+  readonly sources: readonly string[];
+  readonly dest: string;
+  readonly owner: Owner | null;
+  readonly fileMode: number | null;
+  readonly verify: boolean;
+  readonly dryRun: boolean;
+  readonly sync: boolean;
+  readonly strict: boolean;
+  readonly verbose: boolean;
+}
+
+/** The `denit copy --help` / `denit init --help` text. */
+export const COPY_HELP = `Usage: denit copy [OPTIONS] SRC... DEST
+       denit init [OPTIONS] DEST [--with PATH]...
+
+copy: each SRC goes into DEST (created with its parents); SRC/. copies the contents of
+SRC, hidden files included. Files, directories and symlinks (as links, never followed)
+keep their permission bits and times. Each file is written under a temporary name and
+renamed into place. Device files, sockets and FIFOs are reported and skipped.
+init: puts a runnable denit into DEST, then each --with PATH as copy would.
+
+Options:
+      --chown UID:GID  owner of everything copied (numbers or names)
+      --chmod MODE     octal mode for copied files (directories keep theirs)
+      --verify         re-read each file and compare SHA-256 before renaming it
+      --sync           flush data and directories before reporting success
+      --strict         refuse (exit 1, nothing written) if SRC holds special files
+      --dry-run        print the plan on stdout, write nothing
+  -v, --verbose        one line per entry on stderr
+  -h, --help           this text
+
+Exit status: 0 done, 1 a file could not be copied (the line names it), 2 usage error,
+128+N interrupted by signal N (no temporary file is left).`;
+
+function lookup(file: string, name: string): number | null {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(file);
+  } catch {
+    return null; // No such database (distroless images may lack /etc/group): numbers only.
+  }
+  for (const line of text.split("\n")) {
+    const fields = line.split(":");
+    if (fields[0] === name && /^\d+$/.test(fields[2] ?? "")) return Number(fields[2]);
+  }
+  return null;
+}
+
+/** Parses "UID:GID" with numbers or names from /etc/passwd and /etc/group. */
+export function parseOwner(text: string): Owner {
+  const [user, group, extra] = text.split(":");
+  if (extra !== undefined || !user || !group) {
+    throw new UsageError(`Invalid --chown "${text}": use UID:GID, like 1001:123 or runner:docker`);
+  }
+  const uid = /^\d+$/.test(user) ? Number(user) : lookup("/etc/passwd", user);
+  const gid = /^\d+$/.test(group) ? Number(group) : lookup("/etc/group", group);
+  if (uid === null || uid > 0xfffffffe) {
+    throw new UsageError(`Invalid --chown "${text}": unknown user "${user}"`);
+  }
+  if (gid === null || gid > 0xfffffffe) {
+    throw new UsageError(`Invalid --chown "${text}": unknown group "${group}"`);
+  }
+  return Object.freeze({ uid, gid });
+}
+
+/** Parses an octal mode like 755, 0644 or 4755. */
+export function parseMode(text: string): number {
+  if (!/^0?[0-7]{3,4}$/.test(text)) {
+    throw new UsageError(`Invalid --chmod "${text}": use octal, like 0755`);
+  }
+  return parseInt(text, 8);
+}
+
+const FLAGS = new Set(["--verify", "--dry-run", "--sync", "--strict", "-v", "--verbose"]);
+const VALUES = new Set(["--chown", "--chmod", "--with"]);
+
+/** Parses `copy …` or `init …` (args[0] is the mode). */
+export function parseCopyInvocation(args: readonly string[]): CopyInvocation | "help" {
+  const mode = args[0] === "init" ? "init" : "copy";
+  const flags = new Set<string>();
+  const values = new Map<string, string[]>();
+  const positional: string[] = [];
+  const rest = args.slice(1);
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    if (arg === "--") {
+      positional.push(...rest.slice(i + 1));
+      break;
+    }
+    if (arg === "-h" || arg === "--help") return "help";
+    const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
+    const name = eq > 0 ? arg.slice(0, eq) : arg;
+    if (FLAGS.has(name) && eq < 0) {
+      flags.add(name === "-v" ? "--verbose" : name);
+    } else if (VALUES.has(name) && (mode === "init" || name !== "--with")) {
+      const value = eq > 0 ? arg.slice(eq + 1) : rest[++i];
+      if (value === undefined) throw new UsageError(`Option "${name}" needs a value`);
+      values.set(name, [...(values.get(name) ?? []), value]);
+    } else if (arg.startsWith("-") && arg !== "-") {
+      throw new UsageError(`Unknown option "${name}" for denit ${mode}`);
+    } else {
+      positional.push(arg);
+    }
+  }
+  if (mode === "copy" && positional.length < 2) {
+    throw new UsageError("denit copy needs SRC... DEST");
+  }
+  if (mode === "init" && positional.length !== 1) throw new UsageError("denit init needs one DEST");
+  const chown = values.get("--chown")?.at(-1);
+  const chmod = values.get("--chmod")?.at(-1);
+  return Object.freeze({
+    mode,
+    sources: mode === "copy" ? positional.slice(0, -1) : values.get("--with") ?? [],
+    dest: positional[positional.length - 1],
+    owner: chown === undefined ? null : parseOwner(chown),
+    fileMode: chmod === undefined ? null : parseMode(chmod),
+    verify: flags.has("--verify"),
+    dryRun: flags.has("--dry-run"),
+    sync: flags.has("--sync"),
+    strict: flags.has("--strict"),
+    verbose: flags.has("--verbose"),
+  });
+}

@@ -1,0 +1,18 @@
+/** SHA-256 of a file, streamed: node:crypto's incremental hash behind one small module. */
+
+import { createHash } from "node:crypto";
+
+const CHUNK = 1 << 20;
+
+/** The hex SHA-256 of the file's bytes. */
+export function sha256File(path: string): string {
+  const hash = createHash("sha256");
+  const buffer = new Uint8Array(CHUNK);
+  using file = Deno.openSync(path, { read: true });
+  for (;;) {
+    const n = file.readSync(buffer);
+    if (n === null) break;
+    hash.update(buffer.subarray(0, n));
+  }
+  return hash.digest("hex");
+}

@@ -1,0 +1,335 @@
+/** `denit copy` on real files in temporary directories. */
+
+import { assertEquals, assertMatch, assertOk } from "./assert.ts";
+import { CAN_UNSHARE, DENIT, run, Running } from "./helpers.ts";
+
+async function tree(root: string): Promise<Map<string, string>> {
+  // path → "kind mode size mtime-ns target" for every entry below root.
+  const out = new Map<string, string>();
+  const walk = async (dir: string, rel: string) => {
+    for await (const entry of Deno.readDir(dir)) {
+      const path = `${dir}/${entry.name}`;
+      const info = await Deno.lstat(path);
+      const kind = info.isSymlink ? "link" : info.isDirectory ? "dir" : "file";
+      const target = info.isSymlink ? await Deno.readLink(path) : "";
+      const size = info.isFile ? info.size : 0;
+      const mtime = info.isSymlink ? "" : String(info.mtime?.getTime());
+      out.set(
+        `${rel}${entry.name}`,
+        `${kind} ${(info.mode ?? 0) & 0o7777} ${size} ${mtime} ${target}`,
+      );
+      if (info.isDirectory) await walk(path, `${rel}${entry.name}/`);
+    }
+  };
+  await walk(root, "");
+  return out;
+}
+
+async function withDirs(fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "denit-copy-" });
+  try {
+    await fn(dir);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+async function makeSource(src: string): Promise<void> {
+  await Deno.mkdir(`${src}/bin`, { recursive: true });
+  await Deno.mkdir(`${src}/.config/deep/er`, { recursive: true });
+  await Deno.writeTextFile(`${src}/bin/tool`, "#!/bin/sh\necho tool\n");
+  await Deno.chmod(`${src}/bin/tool`, 0o751);
+  await Deno.writeTextFile(`${src}/.config/deep/er/settings`, "x=1\n");
+  await Deno.chmod(`${src}/.config/deep/er/settings`, 0o600);
+  await Deno.writeFile(`${src}/blob`, crypto.getRandomValues(new Uint8Array(65536)));
+  await Deno.writeTextFile(`${src}/empty`, "");
+  await Deno.symlink("bin/tool", `${src}/relative-link`);
+  await Deno.symlink("/etc/passwd", `${src}/outside-link`);
+  await Deno.utime(`${src}/bin/tool`, new Date(1_600_000_000_123), new Date(1_500_000_000_456));
+  await Deno.chmod(`${src}/.config`, 0o700);
+}
+
+Deno.test("SRC/. copies contents (hidden files too) with modes, times and links", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
+    const result = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/a/b/dest`]);
+    assertEquals(result.code, 0, result.stderr);
+    assertMatch(
+      result.stderr,
+      /^denit copy: 4 files, 5 directories, 2 links, .* MiB in .* s \(.* MiB\/s\); 0 unchanged, 0 skipped\n$/,
+    );
+    assertEquals(await tree(`${dir}/a/b/dest`), await tree(`${dir}/src`));
+    assertEquals(await Deno.readLink(`${dir}/a/b/dest/outside-link`), "/etc/passwd");
+    const tool = await Deno.stat(`${dir}/a/b/dest/bin/tool`);
+    assertEquals(tool.mtime?.getTime(), 1_500_000_000_456);
+    assertEquals((tool.mode ?? 0) & 0o777, 0o751);
+  });
+});
+
+Deno.test("SRC without /. lands as DEST/basename; several SRCs; a file SRC", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
+    await Deno.writeTextFile(`${dir}/single`, "one\n");
+    const result = await run([DENIT, "copy", `${dir}/src`, `${dir}/single`, `${dir}/dest`]);
+    assertEquals(result.code, 0, result.stderr);
+    assertEquals(await tree(`${dir}/dest/src`), await tree(`${dir}/src`));
+    assertEquals(await Deno.readTextFile(`${dir}/dest/single`), "one\n");
+  });
+});
+
+Deno.test("a second run rewrites nothing; a changed file alone is replaced", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
+    assertEquals((await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`])).code, 0);
+    const inodes = async () =>
+      new Map(
+        [...(await tree(`${dir}/dest`)).keys()].map((
+          p,
+        ) => [p, Deno.lstatSync(`${dir}/dest/${p}`).ino]),
+      );
+    const before = await inodes();
+    const again = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    assertEquals(again.code, 0);
+    assertMatch(again.stderr, /0 files, 0 directories, 0 links, .*; 6 unchanged, 0 skipped/);
+    assertEquals(await inodes(), before);
+    await Deno.writeTextFile(`${dir}/src/empty`, "now with content\n");
+    const third = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    assertMatch(third.stderr, /1 files, .*; 5 unchanged/);
+    const after = await inodes();
+    for (const [path, ino] of before) {
+      if (path !== "empty") assertEquals(after.get(path), ino, path);
+    }
+    assertOk(after.get("empty") !== before.get("empty"));
+    assertEquals(await Deno.readTextFile(`${dir}/dest/empty`), "now with content\n");
+    assertEquals(await tree(`${dir}/dest`), await tree(`${dir}/src`));
+  });
+});
+
+Deno.test("--chown by number and by name, --chmod for files only", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
+    const result = await run([
+      DENIT,
+      "copy",
+      "--chown",
+      "1001:123",
+      "--chmod",
+      "0755",
+      `${dir}/src`,
+      `${dir}/dest`,
+    ]);
+    assertEquals(result.code, 0, result.stderr);
+    for (
+      const path of [
+        "src",
+        "src/bin",
+        "src/bin/tool",
+        "src/.config/deep/er/settings",
+        "src/outside-link",
+      ]
+    ) {
+      const info = await Deno.lstat(`${dir}/dest/${path}`);
+      assertEquals([info.uid, info.gid], [1001, 123], path);
+    }
+    assertEquals(
+      (await Deno.stat(`${dir}/dest/src/.config/deep/er/settings`)).mode! & 0o777,
+      0o755,
+    );
+    assertEquals((await Deno.stat(`${dir}/dest/src/.config`)).mode! & 0o777, 0o700);
+    const named = await run([DENIT, "copy", "--chown", "root:root", `${dir}/src`, `${dir}/named`]);
+    assertEquals(named.code, 0, named.stderr);
+    assertEquals((await Deno.lstat(`${dir}/named/src/blob`)).uid, 0);
+  });
+});
+
+Deno.test("never writes through a symlink in DEST; never follows one out of SRC", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
+    await Deno.mkdir(`${dir}/outside`);
+    await Deno.writeTextFile(`${dir}/outside/victim`, "keep\n");
+    await Deno.mkdir(`${dir}/dest`);
+    // A directory in SRC meets a symlink to elsewhere in DEST: refused, nothing written.
+    await Deno.symlink(`${dir}/outside`, `${dir}/dest/bin`);
+    const refused = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    assertEquals(refused.code, 1);
+    assertEquals(
+      refused.stderr,
+      `denit copy: Refusing to write through the symlink "${dir}/dest/bin"\n`,
+    );
+    assertEquals([...Deno.readDirSync(`${dir}/outside`)].map((e) => e.name), ["victim"]);
+    assertEquals([...Deno.readDirSync(`${dir}/dest`)].map((e) => e.name), ["bin"]);
+    // A file in SRC meets a symlink in DEST: the link itself is replaced, its target untouched.
+    await Deno.remove(`${dir}/dest/bin`);
+    await Deno.symlink(`${dir}/outside/victim`, `${dir}/dest/blob`);
+    const replaced = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    assertEquals(replaced.code, 0, replaced.stderr);
+    assertEquals(await Deno.readTextFile(`${dir}/outside/victim`), "keep\n");
+    assertOk((await Deno.lstat(`${dir}/dest/blob`)).isFile);
+  });
+});
+
+Deno.test("refuses DEST inside SRC and SRC equal to DEST; missing SRC; DEST not creatable", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
+    const inside = await run([DENIT, "copy", `${dir}/src`, `${dir}/src/bin/x`]);
+    assertEquals(inside.code, 1);
+    assertMatch(
+      inside.stderr,
+      /^denit copy: Cannot copy ".*\/src" into ".*\/src\/bin\/x": DEST is inside SRC\n$/,
+    );
+    const same = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/src`]);
+    assertEquals(same.code, 1);
+    assertMatch(same.stderr, /SRC and DEST are the same directory\n$/);
+    const missing = await run([DENIT, "copy", `${dir}/nope`, `${dir}/d`]);
+    assertEquals(missing.code, 1);
+    assertEquals(
+      missing.stderr,
+      `denit copy: Cannot copy "${dir}/nope": no such file or directory\n`,
+    );
+    const notDir = await run([DENIT, "copy", `${dir}/src/blob`, `${dir}/src/empty/sub`]);
+    assertEquals(notDir.code, 1);
+    assertMatch(
+      notDir.stderr,
+      /^denit copy: Cannot [a-z ]+ ".*\/empty\/sub.*": Not a directory\n$/,
+    );
+    assertEquals((await tree(`${dir}/src`)).size, 10);
+  });
+});
+
+Deno.test("FIFOs and sockets are reported and skipped; --strict refuses before writing", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
+    await run(["mkfifo", `${dir}/src/fifo`]);
+    const socket = Deno.listen({ transport: "unix", path: `${dir}/src/sock` });
+    try {
+      const result = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+      assertEquals(result.code, 0, result.stderr);
+      assertMatch(result.stderr, /skipping ".*\/fifo": it is a fifo\n/);
+      assertMatch(result.stderr, /skipping ".*\/sock": it is a socket\n/);
+      assertMatch(result.stderr, /2 skipped\n$/);
+      assertOk(!(await Deno.lstat(`${dir}/dest/fifo`).then(() => true, () => false)));
+      const strict = await run([DENIT, "copy", "--strict", `${dir}/src/.`, `${dir}/strict`]);
+      assertEquals(strict.code, 1);
+      assertMatch(
+        strict.stderr,
+        /^denit copy: Refusing to copy ".*\/fifo": it is a fifo \(--strict\)\n$/,
+      );
+      assertOk(!(await Deno.lstat(`${dir}/strict`).then(() => true, () => false)));
+    } finally {
+      socket.close();
+    }
+  });
+});
+
+Deno.test("--verify and --sync copy and report as usual; --dry-run writes nothing", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
+    const verified = await run([
+      DENIT,
+      "copy",
+      "--verify",
+      "--sync",
+      `${dir}/src/.`,
+      `${dir}/dest`,
+    ]);
+    assertEquals(verified.code, 0, verified.stderr);
+    assertEquals(await tree(`${dir}/dest`), await tree(`${dir}/src`));
+    const dry = await run([DENIT, "copy", "--dry-run", `${dir}/src`, `${dir}/dry`]);
+    assertEquals(dry.code, 0);
+    assertMatch(dry.stdout, /^mkdir .*\/dry\/src\n/m);
+    assertMatch(dry.stdout, /^copy .*\/src\/blob -> .*\/dry\/src\/blob$/m);
+    assertMatch(dry.stdout, /^link .*\/dry\/src\/outside-link -> \/etc\/passwd$/m);
+    assertOk(!(await Deno.lstat(`${dir}/dry`).then(() => true, () => false)));
+  });
+});
+
+Deno.test("usage errors exit 2 with one line", async () => {
+  const cases = [
+    ["copy"],
+    ["copy", "/tmp"],
+    ["copy", "--chown", "nobody-such-user:0", "/a", "/b"],
+    ["copy", "--chown", "12", "/a", "/b"],
+    ["copy", "--chmod", "rwx", "/a", "/b"],
+    ["copy", "--bogus", "/a", "/b"],
+    ["init"],
+    ["init", "/a", "/b"],
+  ];
+  for (const args of cases) {
+    const result = await run([DENIT, ...args]);
+    assertEquals(result.code, 2, args.join(" "));
+    const lines = result.stderr.trimEnd().split("\n");
+    assertEquals(lines.length, 3, result.stderr);
+    assertMatch(lines[0], /^denit: /);
+  }
+});
+
+Deno.test("disk full: exit 1 naming the file, no partial or temporary file left", async () => {
+  if (!CAN_UNSHARE) {
+    // deno-lint-ignore no-console -- a skipped test must say why
+    console.warn("SKIP disk-full test: mounting a small tmpfs needs root");
+    return;
+  }
+  await withDirs(async (dir) => {
+    await Deno.mkdir(`${dir}/src`);
+    await Deno.mkdir(`${dir}/mnt`);
+    await Deno.writeFile(`${dir}/src/small`, new Uint8Array(1000));
+    const big = new Uint8Array(3 << 20).fill(7);
+    await Deno.writeFile(`${dir}/src/zbig`, big);
+    // A private mount namespace: the 1 MiB tmpfs disappears with the command.
+    const script = `mount -t tmpfs -o size=1m tmpfs "$1" && mkdir "$1/existing" && \
+      "$2" copy "$3/." "$1/existing"; code=$?; ls -A "$1/existing"; exit $code`;
+    const result = await run(
+      [
+        "unshare",
+        "--mount",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        `${dir}/mnt`,
+        DENIT,
+        `${dir}/src`,
+      ].map((a) => a),
+      { timeoutMs: 30_000 },
+    ).catch((err) => {
+      throw err;
+    });
+    assertEquals(result.code, 1, result.stderr);
+    assertEquals(
+      result.stderr,
+      `denit copy: Cannot write "${dir}/mnt/existing/zbig": No space left on device\n`,
+    );
+    // Only the file that fit is there: no zbig, no .zbig.denit-* temporary.
+    assertEquals(result.stdout, "small\n");
+  });
+});
+
+Deno.test("SIGTERM during a copy: exit 143 and no temporary file left", async () => {
+  await withDirs(async (dir) => {
+    await Deno.mkdir(`${dir}/src/many`, { recursive: true });
+    for (let i = 0; i < 5000; i++) Deno.writeFileSync(`${dir}/src/many/f${i}`, new Uint8Array(512));
+    await Deno.mkdir(`${dir}/dest`);
+    await Deno.writeTextFile(`${dir}/dest/kept`, "existing\n");
+    const proc = new Running([DENIT, "copy", "-v", `${dir}/src/.`, `${dir}/dest`]);
+    try {
+      // -v lines go to stderr; wait for copying to be under way through the filesystem.
+      const deadline = Date.now() + 15_000;
+      while (Date.now() < deadline) {
+        const staged = [...Deno.readDirSync(`${dir}/dest`)].find((e) =>
+          e.name.startsWith(".many.denit-")
+        );
+        if (
+          staged !== undefined && [...Deno.readDirSync(`${dir}/dest/${staged.name}`)].length > 10
+        ) break;
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      proc.kill("SIGTERM");
+      const status = await proc.status();
+      assertEquals(status.code, 143, status.stderr);
+      assertMatch(status.stderr, /interrupted by signal 15; no temporary file left\n$/);
+      assertEquals([...Deno.readDirSync(`${dir}/dest`)].map((e) => e.name), ["kept"]);
+    } finally {
+      await proc.stop();
+    }
+  });
+});
