@@ -35,7 +35,14 @@ dist/denit.js: $(DENO) $(SOURCES) deno.json
 # Needs Deno's denort base binary: downloaded by deno, or given with DENORT_BIN=/path/denort.
 compile: $(DENO) $(SOURCES)
 	mkdir -p dist
-	$(DENO) compile $(PERMS) --no-check --output dist/denit mod.ts
+	$(DENO) compile $(PERMS) --no-check --output dist/denit mod.ts || { \
+	  echo "make compile: deno compile needs its denort base binary: allow dl.deno.land," \
+	    "or set DENORT_BIN=/path/to/denort (Deno $(DENO_VERSION))" >&2; exit 1; }
+
+# The shell-less stand-in for the distroless image: Deno, its libraries, the bundle.
+rootfs: bundle
+	$(DENO) run --allow-all --no-config fixtures/rootfs.ts denit dist/rootfs $(DENO) dist/denit.js
+	@echo "dist/rootfs: $$(find dist/rootfs -type f | wc -l) files, no shell"
 
 demo: bundle
 	bin/demo
@@ -49,7 +56,7 @@ lint: $(DENO)
 check: $(DENO)
 	$(DENO) check mod.ts init.ts src/ tests/ fixtures/
 
-test: setup bundle fmt lint check
+test: setup bundle rootfs fmt lint check
 	$(DENO) test --allow-all --no-prompt tests/
 
 clean:

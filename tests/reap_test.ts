@@ -16,10 +16,15 @@ for (const mode of MODES) {
   Deno.test(`${mode}: leftovers get SIGTERM, then SIGKILL after --kill-after`, async () => {
     // One leftover ignores TERM and must be SIGKILLed; one traps TERM and reports it; one left
     // the child's process group and session (setsid), so only a search of /proc finds it.
+    // The child exits only once the TERM-handling leftover has its trap (a marker file says so).
     const script = `(trap '' TERM; exec sleep 60) & a=$!
-      sh -c 'trap "echo leftover-term; exit 0" TERM; echo leftover-ready; while :; do sleep 0.05; done' &
+      m=$(mktemp -d)
+      sh -c 'trap "echo leftover-term; exit 0" TERM; echo leftover-ready; : > "$1/ready"
+        while :; do sleep 0.05; done' sh "$m" &
       b=$!
       setsid sleep 60 & c=$!
+      while [ ! -e "$m/ready" ]; do sleep 0.01; done
+      rm -rf "$m"
       echo "pids $$ $a $b $c"
       exit 5`;
     const proc = new Running(

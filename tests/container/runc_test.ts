@@ -1,0 +1,199 @@
+/**
+ * denit as the init of real OCI containers (runc), in a shell-less rootfs that holds only the
+ * Deno runtime, its libraries and the bundle: the distroless stand-in.
+ */
+
+import { assertEquals, assertMatch, assertOk } from "../assert.ts";
+import { freePort, ROOT } from "../helpers.ts";
+import { CAN_RUNC, CHILD, Container, DENIT_ENTRY, DENIT_ROOTFS, runContainer } from "./oci.ts";
+import { buildGlibcRootfs } from "../../fixtures/rootfs.ts";
+
+const ENABLED = CAN_RUNC && (() => {
+  try {
+    return Deno.statSync(`${DENIT_ROOTFS}/denit.js`).isFile;
+  } catch {
+    return false;
+  }
+})();
+if (!ENABLED) {
+  // deno-lint-ignore no-console -- skipped tests must say why
+  console.warn("SKIP container tests: need root, runc and dist/rootfs (make rootfs)");
+}
+
+function containerTest(name: string, fn: () => Promise<void>): void {
+  Deno.test({ name: `runc: ${name}`, ignore: !ENABLED, fn });
+}
+
+containerTest("the rootfs has no shell and no coreutils", () => {
+  for (const path of ["/bin/sh", "/usr/bin/sh", "/bin/cp", "/usr/bin/env", "/bin/busybox"]) {
+    assertOk(!exists(`${DENIT_ROOTFS}${path}`), `${path} is in the rootfs`);
+  }
+  return Promise.resolve();
+});
+
+function exists(path: string): boolean {
+  try {
+    Deno.lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+containerTest("exit codes and 128+N pass through from inside the container", async () => {
+  const [three, zero, term, kill] = await Promise.all([
+    runContainer({ rootfs: DENIT_ROOTFS, args: [...DENIT_ENTRY, "--", ...CHILD, "exit", "3"] }),
+    runContainer({ rootfs: DENIT_ROOTFS, args: [...DENIT_ENTRY, "--", ...CHILD, "exit", "0"] }),
+    runContainer({
+      rootfs: DENIT_ROOTFS,
+      args: [...DENIT_ENTRY, "--", ...CHILD, "die", "SIGTERM"],
+    }),
+    runContainer({
+      rootfs: DENIT_ROOTFS,
+      args: [...DENIT_ENTRY, "--", ...CHILD, "die", "SIGKILL"],
+    }),
+  ]);
+  assertEquals([three.code, zero.code, term.code, kill.code], [3, 0, 143, 137], three.stderr);
+});
+
+containerTest("runc kill TERM reaches the child; the container exits with its code", async () => {
+  const echo = [
+    "/deno",
+    "run",
+    "--quiet",
+    "--no-config",
+    "--allow-all",
+    "/fixtures/signal_echo.ts",
+  ];
+  const container = new Container({
+    rootfs: DENIT_ROOTFS,
+    args: [...DENIT_ENTRY, "--", ...echo, "SIGTERM", "42"],
+  });
+  try {
+    await container.waitFor(/^ready /);
+    await container.kill("TERM");
+    const { code, stderr } = await container.status();
+    assertEquals(code, 42, stderr);
+    assertOk(container.lines.includes("SIGTERM"));
+  } finally {
+    await container.remove();
+  }
+});
+
+containerTest(
+  "a child ignoring TERM is SIGKILLed after --grace; runc kill KILL still works",
+  async () => {
+    const graced = new Container({
+      rootfs: DENIT_ROOTFS,
+      args: [...DENIT_ENTRY, "--grace", "500ms", "--", ...CHILD, "ignore-term"],
+    });
+    const stuck = new Container({
+      rootfs: DENIT_ROOTFS,
+      args: [...DENIT_ENTRY, "--", ...CHILD, "ignore-term"],
+    });
+    try {
+      await graced.waitFor(/^ready$/);
+      await stuck.waitFor(/^ready$/);
+      const started = performance.now();
+      await graced.kill("TERM");
+      await stuck.kill("TERM");
+      const graceEnd = await graced.status();
+      assertEquals(graceEnd.code, 137, graceEnd.stderr);
+      assertOk(performance.now() - started >= 500);
+      await stuck.waitFor(/^term ignored$/);
+      await stuck.kill("KILL");
+      assertEquals((await stuck.status()).code, 137);
+    } finally {
+      await graced.remove();
+      await stuck.remove();
+    }
+  },
+);
+
+containerTest("orphans made inside the container are reaped: no zombie left", async () => {
+  const result = await runContainer({
+    rootfs: DENIT_ROOTFS,
+    args: [...DENIT_ENTRY, "--", ...CHILD, "orphans", "5"],
+  });
+  assertEquals(result.lines, ["orphans 5", "zombies 0"], result.stderr);
+  assertEquals(result.code, 0);
+});
+
+containerTest(
+  "the health endpoint answers from the container (host network namespace)",
+  async () => {
+    const port = freePort();
+    const container = new Container({
+      rootfs: DENIT_ROOTFS,
+      args: [...DENIT_ENTRY, "--health-addr", `127.0.0.1:${port}`, "--", ...CHILD, "ignore-term"],
+      hostNetwork: true,
+    });
+    try {
+      await container.waitFor(/^ready$/);
+      const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+      assertEquals([ready.status, await ready.text()], [200, "ready\n"]);
+      const status = await (await fetch(`http://127.0.0.1:${port}/status`)).json();
+      assertEquals(status.state, "running");
+      assertEquals(status.supervisor.pid, 1);
+    } finally {
+      await container.remove();
+    }
+  },
+);
+
+containerTest("read-only rootfs and a non-root user both work", async () => {
+  const result = await runContainer({
+    rootfs: DENIT_ROOTFS,
+    readonly: true,
+    user: { uid: 65532, gid: 65532 },
+    args: [...DENIT_ENTRY, "--", ...CHILD, "whoami", "9"],
+  });
+  assertEquals(result.lines, ["uid 65532 gid 65532", "rootfs-writable false"], result.stderr);
+  assertEquals(result.code, 9);
+});
+
+containerTest(
+  "init container flow: denit init onto a volume, then run from a shell-less glibc image",
+  async () => {
+    const work = await Deno.makeTempDir({ prefix: "denit-initflow-" });
+    const glibc = `${work}/glibc-rootfs`;
+    try {
+      buildGlibcRootfs(glibc, `${ROOT}.deno/bin/deno`);
+      for (const path of ["/bin/sh", "/deno", "/denit.js", "/usr/bin/deno"]) {
+        assertOk(!exists(`${glibc}${path}`), `${path} in the glibc rootfs`);
+      }
+      await Deno.mkdir(`${work}/shared`);
+      const init = await runContainer({
+        rootfs: DENIT_ROOTFS,
+        args: [...DENIT_ENTRY, "init", "/shared", "--chown", "65532:65532"],
+        volumes: [[`${work}/shared`, "/shared"]],
+      });
+      assertEquals(init.code, 0, init.stderr);
+      const line = init.lines.find((l) => l.startsWith("entrypoint: "));
+      assertOk(line !== undefined, init.lines.join("|"));
+      const entrypoint: string[] = JSON.parse(line.slice("entrypoint: ".length));
+      assertEquals(entrypoint, [
+        "/shared/deno",
+        "run",
+        "--quiet",
+        "--no-config",
+        "--no-lock",
+        "--allow-all",
+        "--no-prompt",
+        "/shared/denit.js",
+        "--",
+      ]);
+      // The main container: another image, as a non-root user, with the copied denit as PID 1.
+      const main = await runContainer({
+        rootfs: glibc,
+        user: { uid: 65532, gid: 65532 },
+        args: [...entrypoint, "/shared/deno", "eval", "console.log('pid', Deno.pid); Deno.exit(7)"],
+        volumes: [[`${work}/shared`, "/shared"]],
+      });
+      assertEquals(main.code, 7, main.stderr);
+      assertMatch(main.lines.join("\n"), /^pid \d+$/m);
+    } finally {
+      await Deno.remove(work, { recursive: true });
+    }
+  },
+);

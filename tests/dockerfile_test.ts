@@ -1,0 +1,22 @@
+/** The Dockerfile agrees with the Makefile and bin/permissions (no Docker engine runs here). */
+
+import { assertEquals, assertMatch, assertOk } from "./assert.ts";
+import { ROOT } from "./helpers.ts";
+
+const dockerfile = Deno.readTextFileSync(`${ROOT}Dockerfile`);
+const makefile = Deno.readTextFileSync(`${ROOT}Makefile`);
+
+Deno.test("Dockerfile pins the Makefile's Deno, compiles with bin/permissions, ends distroless", () => {
+  const pinned = /^DENO_VERSION := (\S+)$/m.exec(makefile)?.[1];
+  assertEquals(/^ARG DENO_VERSION=(\S+)$/m.exec(dockerfile)?.[1], pinned);
+  assertMatch(dockerfile, /deno compile \$\(cat bin\/permissions\) .*--target "\$target"/);
+  assertMatch(dockerfile, /aarch64-unknown-linux-gnu/);
+  assertMatch(dockerfile, /x86_64-unknown-linux-gnu/);
+  const stages = dockerfile.split("\n").filter((line) => line.startsWith("FROM "));
+  assertMatch(stages.at(-1) ?? "", /^FROM gcr\.io\/distroless\/cc-debian12:nonroot$/);
+  assertOk(dockerfile.includes('ENTRYPOINT ["/denit", "--"]'));
+  // Every file the build stage copies exists.
+  for (const match of dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
+    for (const path of match[1].split(" ")) Deno.statSync(`${ROOT}${path}`);
+  }
+});

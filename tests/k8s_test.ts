@@ -1,0 +1,105 @@
+/**
+ * The Kubernetes examples are valid Pods (the kubernetes-models JSON schemas, from npm) and
+ * agree with denit: its flags parse, probes point at the health port, grace periods fit.
+ */
+
+import { Pod } from "kubernetes-models/v1";
+import { parse } from "yaml";
+import { assertEquals, assertOk } from "./assert.ts";
+import { FIXTURES } from "./helpers.ts";
+import { parseInvocation } from "../src/cli.ts";
+import { parseCopyInvocation } from "../src/copy_cli.ts";
+
+interface ContainerShape {
+  name: string;
+  command?: string[];
+  args?: string[];
+  ports?: Array<{ name?: string; containerPort: number }>;
+  livenessProbe?: { httpGet?: { path: string; port: number | string } };
+  readinessProbe?: { httpGet?: { path: string; port: number | string } };
+  volumeMounts?: Array<{ name: string; mountPath: string }>;
+}
+
+const files = [...Deno.readDirSync(`${FIXTURES}/k8s`)].map((e) => e.name).filter((n) =>
+  n.endsWith(".yaml")
+);
+
+Deno.test("there are three Kubernetes examples", () => {
+  assertEquals(files.sort(), [
+    "pod-arc-runner.yaml",
+    "pod-entrypoint.yaml",
+    "pod-init-container.yaml",
+  ]);
+});
+
+for (const file of files) {
+  Deno.test(`k8s ${file}: a valid Pod whose denit usage is consistent`, () => {
+    const doc = parse(Deno.readTextFileSync(`${FIXTURES}/k8s/${file}`));
+    new Pod(doc).validate(); // throws with the schema's reasons if the object is not a Pod
+    const spec = doc.spec as {
+      terminationGracePeriodSeconds?: number;
+      initContainers?: ContainerShape[];
+      containers: ContainerShape[];
+      volumes?: Array<{ name: string; emptyDir?: unknown }>;
+    };
+    for (const init of spec.initContainers ?? []) {
+      const argv = [...(init.command ?? []), ...(init.args ?? [])];
+      assertEquals(argv[1], "init", `${init.name} runs denit init`);
+      const parsed = parseCopyInvocation(argv.slice(1));
+      assertOk(parsed !== "help");
+      const mount = init.volumeMounts?.find((m) => m.mountPath === parsed.dest);
+      assertOk(mount !== undefined, `${init.name}: DEST is not a mounted volume`);
+      assertOk(spec.volumes?.find((v) => v.name === mount.name)?.emptyDir !== undefined);
+    }
+    for (const container of spec.containers) {
+      const argv = [...(container.command ?? []), ...(container.args ?? [])];
+      assertOk(argv[0].endsWith("/denit"), `${container.name} runs denit`);
+      const invocation = parseInvocation(argv.slice(1), {});
+      assertEquals(invocation.kind, "run");
+      if (invocation.kind !== "run") return;
+      const { config } = invocation;
+      if (config.graceMs !== null) {
+        assertOk(
+          (spec.terminationGracePeriodSeconds ?? 30) * 1000 > config.graceMs,
+          "terminationGracePeriodSeconds must exceed --grace",
+        );
+      }
+      for (const probe of [container.livenessProbe, container.readinessProbe]) {
+        if (probe?.httpGet === undefined) continue;
+        assertOk(
+          config.health !== null,
+          `${container.name} probes a health endpoint denit does not serve`,
+        );
+        const port = typeof probe.httpGet.port === "number"
+          ? probe.httpGet.port
+          : container.ports?.find((p) => p.name === probe.httpGet?.port)?.containerPort;
+        assertEquals(port, config.health.port, `${container.name}: probe port`);
+        assertOk(["/healthz", "/livez", "/readyz"].includes(probe.httpGet.path));
+      }
+      if (argv[0] !== "/denit") {
+        // A copied denit: it must live on a volume an init container filled.
+        const mount = container.volumeMounts?.find((m) => argv[0].startsWith(`${m.mountPath}/`));
+        assertOk(mount !== undefined, `${argv[0]} is on no volume`);
+        assertOk(
+          (spec.initContainers ?? []).some((init) =>
+            init.volumeMounts?.some((m) => m.name === mount.name)
+          ),
+        );
+      }
+    }
+  });
+}
+
+Deno.test("the schema check can fail: a broken Pod is rejected", () => {
+  // Parsed from text, as a manifest would be: the TypeScript types cannot catch this one.
+  const broken = JSON.parse(
+    '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"containers":[{"name":"a","image":3}]}}',
+  );
+  let rejected = false;
+  try {
+    new Pod(broken).validate();
+  } catch {
+    rejected = true;
+  }
+  assertOk(rejected);
+});
