@@ -29,7 +29,7 @@ bundle: dist/denit.js
 
 dist/denit.js: $(DENO) $(SOURCES) deno.json
 	mkdir -p dist
-	$(DENO) bundle --quiet --platform=deno mod.ts -o dist/denit.js.tmp
+	$(DENO) bundle --quiet --platform=deno --minify mod.ts -o dist/denit.js.tmp
 	mv dist/denit.js.tmp dist/denit.js
 
 # Needs Deno's denort base binary: downloaded by deno, or given with DENORT_BIN=/path/denort.
@@ -43,6 +43,16 @@ compile: $(DENO) $(SOURCES)
 rootfs: bundle
 	$(DENO) run --allow-all --no-config fixtures/rootfs.ts denit dist/rootfs $(DENO) dist/denit.js
 	@echo "dist/rootfs: $$(find dist/rootfs -type f | wc -l) files, no shell"
+
+# Installs the baselines and tools it needs, then measures everything in one run (< 10 min).
+bench: bundle
+	@command -v tini >/dev/null && command -v dumb-init >/dev/null && command -v catatonit >/dev/null \
+	  && command -v wrk >/dev/null && command -v gcc >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tini dumb-init catatonit wrk gcc >/dev/null; }
+	mkdir -p bench/out
+	gcc -O2 -Wall -Wextra -o bench/out/probe bench/probe.c
+	$(DENO) run --allow-all --no-config bench/run.ts $(CURDIR)/bench/out/probe $(DENO) \
+	  $(CURDIR)/dist/denit.js $(CURDIR)/bench/out $(BENCH_FLAGS)
 
 demo: bundle
 	bin/demo

@@ -5,7 +5,7 @@
  * A failure or SIGTERM/SIGINT removes the temporary file in flight; nothing else is left.
  */
 
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join } from "./paths.ts";
 import { CopyError, describeError, type Item, type Owner } from "./copy_plan.ts";
 import {
   closeFd,
@@ -217,7 +217,7 @@ export class CopyRun {
       closeFd(output.value);
       done = true;
       this.#checkInterrupted();
-      if (this.#options.verify && sha256File(item.src) !== sha256File(temp)) {
+      if (this.#options.verify && await sha256File(item.src) !== await sha256File(temp)) {
         throw new CopyError(
           `Verification failed for "${item.dest}": contents differ from "${item.src}"`,
         );

@@ -1,6 +1,6 @@
 /** `denit copy` and `denit init`: parse, plan, carry out, report. */
 
-import { dirname, join, resolve } from "node:path";
+import { dirname, join, resolve } from "./paths.ts";
 import { UsageError } from "./cli.ts";
 import { CopyInterrupted, CopyRun, type CopySummary } from "./copy.ts";
 import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./copy_cli.ts";

@@ -4,7 +4,7 @@
  * file under --strict) happens here, so a refused copy writes nothing at all.
  */
 
-import { basename, dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "./paths.ts";
 import { errnoMessage, type PathStat, statPath } from "./libc.ts";
 
 /** A copy failure; the message is one line naming the path and the cause. */

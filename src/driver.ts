@@ -19,7 +19,7 @@ import {
   type SpawnResult,
 } from "./libc.ts";
 import type { Logger } from "./log.ts";
-import { childrenOf } from "./leftovers.ts";
+import { ownChildren } from "./leftovers.ts";
 import { reapRound } from "./reaper.ts";
 import { FORWARDED, SIGNAL_TABLE, signalName } from "./signals.ts";
 import {
@@ -145,16 +145,21 @@ export class Supervisor {
 
   async #reapLoop(): Promise<void> {
     while (!this.#finished) {
-      for (const event of await reapRound()) {
+      const events = await reapRound();
+      // The drain ends with "no-children" when nothing at all was left after these reaps.
+      const othersLeft = events.at(-1)?.kind !== "no-children";
+      for (const event of events) {
         if (event.kind === "reaped") {
           this.#reaped++;
           const state = this.#state;
           const isChild = state.name !== "starting" && state.name !== "exited" &&
             state.pid === event.pid;
-          this.#log.debug(isChild ? "child exited" : "reaped", { pid: event.pid });
+          if (this.#log.enabled("debug")) {
+            this.#log.debug(isChild ? "child exited" : "reaped", { pid: event.pid });
+          }
           if (isChild) {
             this.#exitedAtMs = Date.now();
-            this.#dispatch({ type: "child-exited", status: event.status });
+            this.#dispatch({ type: "child-exited", status: event.status, othersLeft });
           }
         } else if (event.kind === "no-children") {
           if (this.#state.name !== "exited") {
@@ -190,9 +195,7 @@ export class Supervisor {
       case "start-timer":
         return this.#startTimer(effect.timer, effect.ms);
       case "cancel-timer":
-        clearTimeout(this.#timers.get(effect.timer));
-        this.#timers.delete(effect.timer);
-        return;
+        return this.#cancelTimer(effect.timer);
       case "kill-leftovers":
         return this.#killLeftovers(effect.signo);
       case "finish":
@@ -214,8 +217,17 @@ export class Supervisor {
     }
   }
 
+  #cancelTimer(name: TimerName): void {
+    // Only when one is set: the first clearTimeout() loads Deno's timer code (about 7 ms),
+    // which would sit between the child's exit and denit's.
+    const timer = this.#timers.get(name);
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    this.#timers.delete(name);
+  }
+
   #startTimer(name: TimerName, ms: number): void {
-    clearTimeout(this.#timers.get(name));
+    this.#cancelTimer(name);
     const event: Event = name === "grace"
       ? { type: "grace-expired" }
       : { type: "kill-timer-expired" };
@@ -235,7 +247,7 @@ export class Supervisor {
     if (group !== null && sendSignal(group, signo).ok) {
       this.#log.info("signalled the child's group", { signal, pgid: -group });
     }
-    for (const pid of childrenOf(Deno.pid)) {
+    for (const pid of ownChildren()) {
       if (sendSignal(pid, signo).ok) this.#log.info("signalled a leftover", { signal, pid });
     }
   }
@@ -243,8 +255,7 @@ export class Supervisor {
   #finish(exitCode: number, abandoned: boolean): void {
     if (abandoned) this.#log.warn("leftover processes survived SIGKILL; exiting anyway");
     this.#finished = true;
-    for (const timer of this.#timers.values()) clearTimeout(timer);
-    this.#timers.clear();
+    for (const name of [...this.#timers.keys()]) this.#cancelTimer(name);
     // Signal listeners stay: a signal arriving now is swallowed rather than killing denit.
     this.#log.info("exiting", { code: exitCode });
     this.#done.resolve(exitCode);

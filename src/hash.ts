@@ -1,11 +1,13 @@
 /** SHA-256 of a file, streamed: node:crypto's incremental hash behind one small module. */
 
-import { createHash } from "node:crypto";
-
 const CHUNK = 1 << 20;
 
-/** The hex SHA-256 of the file's bytes. */
-export function sha256File(path: string): string {
+/**
+ * The hex SHA-256 of the file's bytes. node:crypto is imported here, on first use, so that
+ * only `--verify` pays for Deno's Node compatibility layer.
+ */
+export async function sha256File(path: string): Promise<string> {
+  const { createHash } = await import("node:crypto");
   const hash = createHash("sha256");
   const buffer = new Uint8Array(CHUNK);
   using file = Deno.openSync(path, { read: true });

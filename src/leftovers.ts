@@ -1,30 +1,25 @@
 /** Finding what the child left behind when denit is a subreaper rather than PID 1. */
 
-/** The pids whose parent is `parent`, read from /proc/PID/stat. */
-export function childrenOf(parent: number): number[] {
+/**
+ * This process's children (zombies included), from /proc/self/task/TID/children: orphans
+ * reparented to a subreaper are its children, and listing them costs nothing like a scan of
+ * every process in /proc.
+ */
+export function ownChildren(): number[] {
   const found: number[] = [];
-  let entries: Iterable<Deno.DirEntry>;
+  let tasks: Iterable<Deno.DirEntry>;
   try {
-    entries = Deno.readDirSync("/proc");
+    tasks = Deno.readDirSync("/proc/self/task");
   } catch {
     return found; // No /proc: the process group kill is all that can be done.
   }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    const ppid = parentOf(entry.name);
-    if (ppid === parent) found.push(Number(entry.name));
+  for (const task of tasks) {
+    try {
+      const text = Deno.readTextFileSync(`/proc/self/task/${task.name}/children`);
+      for (const pid of text.split(" ")) if (pid.trim() !== "") found.push(Number(pid));
+    } catch {
+      // The thread ended while we looked: it had no children of its own to report.
+    }
   }
   return found;
-}
-
-function parentOf(pid: string): number | null {
-  let stat: string;
-  try {
-    stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  } catch {
-    return null; // The process ended while we looked: nothing left to signal.
-  }
-  // proc(5): "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return Number(fields[1]);
 }

@@ -5,43 +5,21 @@
  * sentinel int. Layouts assume Linux glibc on a 64-bit target (x86_64, aarch64).
  */
 
+/**
+ * Symbols every supervising denit uses, opened at load. Deno prepares a call trampoline per
+ * symbol (0.1 to 0.6 ms each), so everything else is in groups opened on first use.
+ */
 const SYMBOLS = {
   posix_spawn: {
     parameters: [
       "buffer", // pid_t *pid
       "buffer", // const char *path
-      "buffer", // const posix_spawn_file_actions_t *file_actions
+      "buffer", // const posix_spawn_file_actions_t *file_actions (NULL: none)
       "buffer", // const posix_spawnattr_t *attrp
       "buffer", // char *const argv[]
       "pointer", // char *const envp[]
     ],
     result: "i32", // int: 0 or an errno value
-  },
-  posix_spawnattr_init: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
-  posix_spawnattr_destroy: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
-  posix_spawnattr_setflags: {
-    parameters: ["buffer", "i16"], // posix_spawnattr_t *attr, short flags
-    result: "i32",
-  },
-  posix_spawnattr_setsigmask: {
-    parameters: ["buffer", "buffer"], // posix_spawnattr_t *attr, const sigset_t *sigmask
-    result: "i32",
-  },
-  posix_spawnattr_setsigdefault: {
-    parameters: ["buffer", "buffer"], // posix_spawnattr_t *attr, const sigset_t *sigdefault
-    result: "i32",
-  },
-  posix_spawnattr_setpgroup: {
-    parameters: ["buffer", "i32"], // posix_spawnattr_t *attr, pid_t pgroup
-    result: "i32",
-  },
-  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" }, // actions *fa
-  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" }, // actions *fa
-  // glibc 2.35+: make the child's process group the terminal's foreground group before exec.
-  posix_spawn_file_actions_addtcsetpgrp_np: {
-    parameters: ["buffer", "i32"], // posix_spawn_file_actions_t *fa, int tcfd
-    result: "i32",
-    optional: true,
   },
   waitpid: {
     parameters: ["i32", "buffer", "i32"], // pid_t pid, int *wstatus, int options
@@ -64,13 +42,35 @@ const SYMBOLS = {
     parameters: ["i32", "usize"], // int signum, sighandler_t handler
     result: "usize", // sighandler_t
   },
-  isatty: { parameters: ["i32"], result: "i32" }, // int fd
-  tcgetpgrp: { parameters: ["i32"], result: "i32" }, // int fd
   access: { parameters: ["buffer", "i32"], result: "i32" }, // const char *pathname, int mode
-  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
   environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
-  // Copy mode (init.ts): the kernel's copy paths and metadata calls on file descriptors.
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** Handing the terminal to the child: only when stdin is a terminal. */
+const TERMINAL_SYMBOLS = {
+  tcgetpgrp: { parameters: ["i32"], result: "i32" }, // int fd
+  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" }, // actions *fa
+  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" }, // actions *fa
+  // glibc 2.35+: make the child's process group the terminal's foreground group before exec.
+  posix_spawn_file_actions_addtcsetpgrp_np: {
+    parameters: ["buffer", "i32"], // posix_spawn_file_actions_t *fa, int tcfd
+    result: "i32",
+    optional: true,
+  },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** Error messages: only when something failed. */
+const MESSAGE_SYMBOLS = {
+  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/**
+ * Copy mode's symbols (init.ts): the kernel's copy paths and metadata calls on descriptors.
+ * A second library handle, opened on first use: every symbol costs start-up time (Deno
+ * prepares a call trampoline for each), which a supervising denit need not pay.
+ */
+const FILE_SYMBOLS = {
   open: { parameters: ["buffer", "i32", "u32"], result: "i32" }, // const char *path, int flags, mode_t mode
   close: { parameters: ["i32"], result: "i32" }, // int fd
   copy_file_range: {
@@ -111,15 +111,27 @@ const SYMBOLS = {
   },
 } as const satisfies Deno.ForeignLibraryInterface;
 
-function openLibc(): Deno.DynamicLibrary<typeof SYMBOLS> {
+function openLibc<S extends Deno.ForeignLibraryInterface>(symbols: S): Deno.DynamicLibrary<S> {
   try {
-    return Deno.dlopen("libc.so.6", SYMBOLS);
+    return Deno.dlopen("libc.so.6", symbols);
   } catch (err: unknown) {
     throw new Error("Cannot load the C library libc.so.6", { cause: err });
   }
 }
 
-const libc = openLibc();
+const libc = openLibc(SYMBOLS);
+
+/** A symbol group opened on first use. */
+function lazy<S extends Deno.ForeignLibraryInterface>(
+  symbols: S,
+): () => Deno.DynamicLibrary<S>["symbols"] {
+  let opened: Deno.DynamicLibrary<S> | null = null;
+  return () => (opened ??= openLibc(symbols)).symbols;
+}
+
+const terminal = lazy(TERMINAL_SYMBOLS);
+const messages = lazy(MESSAGE_SYMBOLS);
+const files = lazy(FILE_SYMBOLS);
 
 /** errno values denit reacts to (asm-generic/errno-base.h). */
 export const Errno = Object.freeze({
@@ -153,7 +165,7 @@ function errno(): number {
 
 /** The C library's message for an errno value, e.g. "No such file or directory". */
 export function errnoMessage(code: number): string {
-  const text = libc.symbols.strerror(code);
+  const text = messages().strerror(code);
   return text === null ? `errno ${code}` : Deno.UnsafePointerView.getCString(text);
 }
 
@@ -242,8 +254,9 @@ export function ignoreSignal(signo: number): CallResult {
 
 /** True when fd is a terminal that is the controlling terminal of this process. */
 export function isControllingTerminal(fd: number): boolean {
+  if (fd !== 0 || !Deno.stdin.isTerminal()) return false;
   // tcgetpgrp(3) fails with ENOTTY when fd is not our controlling terminal.
-  return libc.symbols.isatty(fd) === 1 && libc.symbols.tcgetpgrp(fd) > 0;
+  return terminal().tcgetpgrp(fd) > 0;
 }
 
 /** access(path, X_OK): whether this process may execute the file. */
@@ -266,7 +279,7 @@ export type SpawnResult =
 
 /** True when this libc can hand the terminal to the child before it runs (glibc 2.35+). */
 export function canSetForegroundOnSpawn(): boolean {
-  return libc.symbols.posix_spawn_file_actions_addtcsetpgrp_np !== null;
+  return terminal().posix_spawn_file_actions_addtcsetpgrp_np !== null;
 }
 
 function currentEnviron(): Deno.PointerValue {
@@ -284,45 +297,61 @@ function signalSetAll(): Uint8Array<ArrayBuffer> {
   return set;
 }
 
+// glibc's posix_spawnattr_t (spawn.h): short __flags; pid_t __pgrp; sigset_t __sd; sigset_t
+// __ss; ... posix_spawnattr_init() only zeroes it and the setters only store into it, so it is
+// filled here directly, which saves six symbols at start-up.
+const ATTR_FLAGS = 0; // __flags
+const ATTR_PGRP = 4; // __pgrp
+const ATTR_SIGDEFAULT = 8; // __sd
+const ATTR_SIGMASK = 8 + SIGSET_BYTES; // __ss
+
+function spawnAttributes(): Uint8Array<ArrayBuffer> {
+  const attr = new Uint8Array(SPAWNATTR_BYTES);
+  const view = new DataView(attr.buffer);
+  const flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
+  view.setInt16(ATTR_FLAGS, flags, true);
+  view.setInt32(ATTR_PGRP, 0, true); // a new process group led by the child
+  attr.set(signalSetAll(), ATTR_SIGDEFAULT);
+  attr.fill(0, ATTR_SIGMASK, ATTR_SIGMASK + SIGSET_BYTES); // an empty signal mask
+  return attr;
+}
+
 /**
  * posix_spawn(3) with the environment of this process (`environ`, byte for byte), a new
  * process group, every signal at its default disposition and an empty signal mask.
  */
 export function spawn(request: SpawnRequest): SpawnResult {
-  const attr = new Uint8Array(SPAWNATTR_BYTES);
-  const actions = new Uint8Array(FILE_ACTIONS_BYTES);
   const path = cString(request.path);
   const args = request.argv.map((arg) => cString(arg));
   const argv = new BigUint64Array(args.length + 1); // NULL-terminated char *argv[]
   args.forEach((arg, i) => {
     argv[i] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(arg)));
   });
-  const { symbols } = libc;
-  symbols.posix_spawnattr_init(attr);
-  symbols.posix_spawn_file_actions_init(actions);
+  const foreground = request.foregroundFd !== undefined && canSetForegroundOnSpawn();
+  const actions = foreground ? new Uint8Array(FILE_ACTIONS_BYTES) : null;
+  if (actions !== null) {
+    terminal().posix_spawn_file_actions_init(actions);
+    terminal().posix_spawn_file_actions_addtcsetpgrp_np?.(actions, request.foregroundFd ?? 0);
+  }
   try {
-    symbols.posix_spawnattr_setsigmask(attr, new Uint8Array(SIGSET_BYTES));
-    symbols.posix_spawnattr_setsigdefault(attr, signalSetAll());
-    symbols.posix_spawnattr_setpgroup(attr, 0);
-    const flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
-    symbols.posix_spawnattr_setflags(attr, flags);
-    const tcsetpgrp = symbols.posix_spawn_file_actions_addtcsetpgrp_np;
-    if (request.foregroundFd !== undefined && tcsetpgrp !== null) {
-      tcsetpgrp(actions, request.foregroundFd);
-    }
     const pid = new Int32Array(1);
-    const code = symbols.posix_spawn(pid, path, actions, attr, argv, currentEnviron());
+    const code = libc.symbols.posix_spawn(
+      pid,
+      path,
+      actions,
+      spawnAttributes(),
+      argv,
+      currentEnviron(),
+    );
     if (code === 0) return { kind: "spawned", pid: pid[0] };
     // glibc reports a failed file action (here only tcsetpgrp, ENOTTY/EPERM) the same way.
-    const stage =
-      request.foregroundFd !== undefined && (code === Errno.ENOTTY || code === Errno.EPERM)
-        ? "foreground"
-        : "exec";
+    const stage = foreground && (code === Errno.ENOTTY || code === Errno.EPERM)
+      ? "foreground"
+      : "exec";
     return { kind: "failed", errno: code, stage };
   } finally {
-    symbols.posix_spawn_file_actions_destroy(actions);
-    symbols.posix_spawnattr_destroy(attr);
-    // The C strings must outlive posix_spawn; this keeps them reachable until here.
+    if (actions !== null) terminal().posix_spawn_file_actions_destroy(actions);
+    // The C strings must outlive posix_spawn: referenced here, they stay reachable until now.
     void args;
     void path;
   }
@@ -385,7 +414,7 @@ const statxView = new DataView(statxBuffer.buffer);
 /** statx(2) without following a final symlink. */
 export function statPath(path: string): Outcome<PathStat> {
   const buffer = statxBuffer;
-  const rc = libc.symbols.statx(
+  const rc = files().statx(
     AT_FDCWD,
     cString(path),
     AT_SYMLINK_NOFOLLOW,
@@ -415,30 +444,30 @@ export function statPath(path: string): Outcome<PathStat> {
 
 /** open(path, O_RDONLY | O_NOFOLLOW): a symlink is refused (ELOOP), never followed. */
 export function openForReading(path: string): Outcome<number> {
-  return outcome(libc.symbols.open(cString(path), O_NOFOLLOW | O_CLOEXEC, 0));
+  return outcome(files().open(cString(path), O_NOFOLLOW | O_CLOEXEC, 0));
 }
 
 /** open(path, O_CREAT | O_EXCL | O_WRONLY): a new file, never an existing one or a symlink. */
 export function createExclusive(path: string, mode: number): Outcome<number> {
   const flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-  return outcome(libc.symbols.open(cString(path), flags, mode));
+  return outcome(files().open(cString(path), flags, mode));
 }
 
 /** open(path, O_RDONLY | O_DIRECTORY), for fsync of a directory. */
 export function openDirectory(path: string): Outcome<number> {
-  return outcome(libc.symbols.open(cString(path), O_DIRECTORY | O_CLOEXEC, 0));
+  return outcome(files().open(cString(path), O_DIRECTORY | O_CLOEXEC, 0));
 }
 
 /** close(2). */
 export function closeFd(fd: number): void {
   // close(2): even on EINTR the descriptor is released on Linux; nothing to retry.
-  libc.symbols.close(fd);
+  files().close(fd);
 }
 
 /** copy_file_range(2) of up to `length` bytes at the current offsets; 0 at end of input. */
 export function copyRange(input: number, output: number, length: number): Outcome<number> {
   return outcome(
-    Number(libc.symbols.copy_file_range(input, null, output, null, BigInt(length), 0)),
+    Number(files().copy_file_range(input, null, output, null, BigInt(length), 0)),
   );
 }
 
@@ -453,14 +482,14 @@ export async function copyRangeOnThread(
   length: number,
 ): Promise<Outcome<number>> {
   const n = Number(
-    await libc.symbols.copy_file_range_blocking(input, null, output, null, BigInt(length), 0),
+    await files().copy_file_range_blocking(input, null, output, null, BigInt(length), 0),
   );
   return n >= 0 ? { ok: true, value: n } : { ok: false, errno: 0 };
 }
 
 /** sendfile(2): the fallback where copy_file_range is refused (EXDEV, EINVAL, ENOSYS). */
 export function sendFile(output: number, input: number, length: number): Outcome<number> {
-  return outcome(Number(libc.symbols.sendfile(output, input, null, BigInt(length))));
+  return outcome(Number(files().sendfile(output, input, null, BigInt(length))));
 }
 
 function timespecs(atime: Timestamp, mtime: Timestamp): Uint8Array<ArrayBuffer> {
@@ -470,22 +499,22 @@ function timespecs(atime: Timestamp, mtime: Timestamp): Uint8Array<ArrayBuffer> 
 
 /** fchmod(2). */
 export function setFdMode(fd: number, mode: number): CallResult {
-  return checked(libc.symbols.fchmod(fd, mode));
+  return checked(files().fchmod(fd, mode));
 }
 
 /** fchown(2). */
 export function setFdOwner(fd: number, uid: number, gid: number): CallResult {
-  return checked(libc.symbols.fchown(fd, uid, gid));
+  return checked(files().fchown(fd, uid, gid));
 }
 
 /** futimens(2): access and modification times, to the nanosecond. */
 export function setFdTimes(fd: number, atime: Timestamp, mtime: Timestamp): CallResult {
-  return checked(libc.symbols.futimens(fd, timespecs(atime, mtime)));
+  return checked(files().futimens(fd, timespecs(atime, mtime)));
 }
 
 /** utimensat(2) on the path itself (a symlink's own times, not its target's). */
 export function setPathTimes(path: string, atime: Timestamp, mtime: Timestamp): CallResult {
-  const rc = libc.symbols.utimensat(
+  const rc = files().utimensat(
     AT_FDCWD,
     cString(path),
     timespecs(atime, mtime),
@@ -496,20 +525,20 @@ export function setPathTimes(path: string, atime: Timestamp, mtime: Timestamp): 
 
 /** fchownat(2) on the path itself (lchown for a symlink). */
 export function setPathOwner(path: string, uid: number, gid: number): CallResult {
-  return checked(libc.symbols.fchownat(AT_FDCWD, cString(path), uid, gid, AT_SYMLINK_NOFOLLOW));
+  return checked(files().fchownat(AT_FDCWD, cString(path), uid, gid, AT_SYMLINK_NOFOLLOW));
 }
 
 /** chmod(2) of a path (directories; never used on a symlink). */
 export function setPathMode(path: string, mode: number): CallResult {
-  return checked(libc.symbols.fchmodat(AT_FDCWD, cString(path), mode, 0));
+  return checked(files().fchmodat(AT_FDCWD, cString(path), mode, 0));
 }
 
 /** fsync(2). */
 export function syncFd(fd: number): CallResult {
-  return checked(libc.symbols.fsync(fd));
+  return checked(files().fsync(fd));
 }
 
 /** rename(2): atomic replacement of `to`, which is never followed if it is a symlink. */
 export function renamePath(from: string, to: string): CallResult {
-  return checked(libc.symbols.rename(cString(from), cString(to)));
+  return checked(files().rename(cString(from), cString(to)));
 }

@@ -7,7 +7,8 @@
  * - Signals received before the child runs are kept and forwarded once it runs; signals received
  *   after it exited are dropped (there is nobody to receive them).
  * - Once the child exited, leftovers get SIGTERM, then SIGKILL after `killAfterMs`, and denit
- *   finishes when no child is left, or at the latest `ABANDON_MS` after SIGKILL.
+ *   finishes when no child is left, or at the latest `ABANDON_MS` after SIGKILL; at once when
+ *   the reaper saw no other child left.
  * - `transition()` performs nothing; the driver (driver.ts) performs the effects it returns.
  */
 
@@ -45,7 +46,12 @@ export type State =
 export type Event =
   | { readonly type: "child-started"; readonly pid: number; readonly target: number }
   | { readonly type: "signal-received"; readonly signo: number }
-  | { readonly type: "child-exited"; readonly status: ExitStatus }
+  | {
+    readonly type: "child-exited";
+    readonly status: ExitStatus;
+    /** False when the reaper already saw that no other child exists: nothing to stop. */
+    readonly othersLeft: boolean;
+  }
   | { readonly type: "grace-expired" }
   | { readonly type: "kill-timer-expired" }
   | { readonly type: "children-gone" };
@@ -99,12 +105,20 @@ function forward(
 
 function childExited(
   state: Extract<State, { name: "running" | "stopping" }>,
-  status: ExitStatus,
+  event: Extract<Event, { type: "child-exited" }>,
   policy: Policy,
 ): Step {
+  const { status } = event;
   const exitCode = exitCodeFor(status, policy.remapExit);
   const base = { name: "exited", pid: state.pid, status, exitCode } as const;
   const cancel: Effect = { type: "cancel-timer", timer: "grace" };
+  if (!event.othersLeft) {
+    return stay({ ...base, phase: "terminating" }, cancel, {
+      type: "finish",
+      exitCode,
+      abandoned: false,
+    });
+  }
   if (policy.killAfterMs === 0) {
     return stay(
       { ...base, phase: "killing" },
@@ -139,7 +153,7 @@ export function transition(state: State, event: Event, policy: Policy): Step {
     case "running":
     case "stopping":
       if (event.type === "signal-received") return forward(state, event.signo, policy);
-      if (event.type === "child-exited") return childExited(state, event.status, policy);
+      if (event.type === "child-exited") return childExited(state, event, policy);
       if (event.type === "grace-expired" && state.name === "stopping") {
         return stay(state, {
           type: "forward-signal",

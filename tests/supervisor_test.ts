@@ -83,7 +83,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
   [
     "child exit: TERM leftovers, arm kill timer",
     STOPPING,
-    { type: "child-exited", status: { kind: "exited", code: 4 } },
+    { type: "child-exited", status: { kind: "exited", code: 4 }, othersLeft: true },
     POLICY,
     EXITED,
     [
@@ -95,7 +95,11 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
   [
     "child exit with kill-after 0: SIGKILL at once",
     RUNNING,
-    { type: "child-exited", status: { kind: "signaled", signo: 15, coreDumped: false } },
+    {
+      type: "child-exited",
+      status: { kind: "signaled", signo: 15, coreDumped: false },
+      othersLeft: true,
+    },
     { ...POLICY, killAfterMs: 0 },
     {
       ...EXITED,
@@ -108,6 +112,14 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
       { type: "kill-leftovers", signo: 9 },
       { type: "start-timer", timer: "kill", ms: ABANDON_MS },
     ],
+  ],
+  [
+    "child exit with nothing else left: finish at once, nothing to kill",
+    RUNNING,
+    { type: "child-exited", status: { kind: "exited", code: 4 }, othersLeft: false },
+    POLICY,
+    EXITED,
+    [{ type: "cancel-timer", timer: "grace" }, { type: "finish", exitCode: 4, abandoned: false }],
   ],
   ["kill timer escalates to SIGKILL", EXITED, { type: "kill-timer-expired" }, POLICY, {
     ...EXITED,

@@ -1,0 +1,259 @@
+/*
+ * probe: the measuring side of `make bench`, in C so that the driver adds as little as
+ * possible to what it measures. Every clock is CLOCK_MONOTONIC (one clock for all processes).
+ *
+ *   probe siglat N SUP... --     time kill(SUP, SIGUSR1) -> the child's handler, N times
+ *   probe exitlat SUP... --      time the child's _exit -> SUP's exit seen by waitpid
+ *   probe orphans burst N        (as SUP's child, in a PID namespace) N orphans exit at once
+ *   probe orphans stream RATE S  RATE orphans per second for S seconds; samples the backlog
+ *   probe time ARGV...           run ARGV once (stdout to /dev/null), print its wall time
+ *   probe sigchild               (internal) the child of siglat
+ *   probe exitchild              (internal) the child of exitlat
+ *
+ * SUP... is the supervisor's argv up to its own "--" (empty: the child runs directly).
+ * Results are one JSON line on stdout.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "probe: %s: %s\n", what, strerror(errno));
+  exit(2);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static void print_stats(const char *name, int64_t *v, int n, int lost) {
+  qsort(v, n, sizeof *v, cmp_i64);
+  int64_t sum = 0;
+  for (int i = 0; i < n; i++) sum += v[i];
+  printf("{\"probe\":\"%s\",\"count\":%d,\"lost\":%d,\"median_us\":%.2f,\"p99_us\":%.2f,"
+         "\"max_us\":%.2f,\"mean_us\":%.2f}\n",
+         name, n, lost, v[n / 2] / 1e3, v[(int)(n * 0.99)] / 1e3, v[n - 1] / 1e3,
+         (double)sum / n / 1e3);
+}
+
+/* argv = SUP... -- ; builds SUP... <self> <mode> into a new argv. */
+static char **with_child(char **sup, char *self, char *mode) {
+  int n = 0;
+  while (sup[n] && strcmp(sup[n], "--") != 0) n++;
+  char **out = calloc(n + 4, sizeof *out);
+  for (int i = 0; i < n; i++) out[i] = sup[i];
+  out[n] = self;
+  out[n + 1] = mode;
+  return out;
+}
+
+static pid_t spawn_with_stdout(char **argv, int out_fd) {
+  pid_t pid = fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) {
+    dup2(out_fd, 1);
+    execvp(argv[0], argv);
+    die("exec");
+  }
+  return pid;
+}
+
+/* ---- signal forwarding latency ---- */
+
+static int sigchild(void) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGTERM);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  if (write(1, "R", 1) != 1) return 3;
+  for (;;) {
+    int sig = sigwaitinfo(&set, NULL);
+    if (sig == SIGTERM) return 0;
+    if (sig == SIGUSR1 && write(1, "S", 1) != 1) return 3;
+  }
+}
+
+static int siglat(int n, char **sup, char *self) {
+  int fds[2];
+  if (pipe(fds) < 0) die("pipe");
+  char **argv = with_child(sup, self, "sigchild");
+  pid_t pid = spawn_with_stdout(argv, fds[1]);
+  close(fds[1]);
+  char c;
+  if (read(fds[0], &c, 1) != 1 || c != 'R') die("child not ready");
+  /* Deno arms its signal listeners as the program starts; give every supervisor 200 ms. */
+  struct timespec settle = {0, 200000000}, gap = {0, 1000000};
+  nanosleep(&settle, NULL);
+  int64_t *v = calloc(n, sizeof *v);
+  int lost = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t t0 = now_ns();
+    if (kill(pid, SIGUSR1) < 0) die("kill");
+    alarm(2);
+    if (read(fds[0], &c, 1) != 1) { lost++; break; }
+    alarm(0);
+    v[i] = now_ns() - t0;
+    nanosleep(&gap, NULL);
+  }
+  kill(pid, SIGTERM);
+  int status;
+  waitpid(pid, &status, 0);
+  print_stats("siglat", v, lost ? 1 : n, lost);
+  return 0;
+}
+
+/* ---- exit propagation ---- */
+
+static int exitchild(void) {
+  /* Exit once the supervisor is idle: its own start-up is not exit propagation. */
+  struct timespec settle = {0, 200000000};
+  nanosleep(&settle, NULL);
+  int64_t t = now_ns();
+  if (write(1, &t, sizeof t) != sizeof t) return 3;
+  _exit(0);
+}
+
+static int exitlat(char **sup, char *self) {
+  int fds[2];
+  if (pipe(fds) < 0) die("pipe");
+  char **argv = with_child(sup, self, "exitchild");
+  pid_t pid = spawn_with_stdout(argv, fds[1]);
+  close(fds[1]);
+  int64_t t_child;
+  if (read(fds[0], &t_child, sizeof t_child) != sizeof t_child) die("read stamp");
+  int status;
+  if (waitpid(pid, &status, 0) < 0) die("waitpid");
+  int64_t t = now_ns();
+  printf("{\"probe\":\"exitlat\",\"us\":%.2f,\"status\":%d}\n", (t - t_child) / 1e3, status);
+  return 0;
+}
+
+/* ---- orphans ---- */
+
+/* Children of PID 1 that are not yet reaped (zombies and orphans still exiting), minus us. */
+static int outstanding(void) {
+  int count = 0;
+  DIR *tasks = opendir("/proc/1/task");
+  if (!tasks) die("opendir /proc/1/task");
+  struct dirent *e;
+  char path[64], buf[8192];
+  while ((e = readdir(tasks))) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/1/task/%.32s/children", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t r;
+    while ((r = fread(buf, 1, sizeof buf, f)) > 0)
+      for (size_t i = 0; i < r; i++) count += buf[i] == ' ';
+    fclose(f);
+  }
+  closedir(tasks);
+  return count - 1;
+}
+
+/* One orphan: a grandchild that waits for `gate` to close, whose parent exits at once. */
+static void make_orphan(int gate, int gate_writer) {
+  pid_t child = fork();
+  if (child < 0) die("fork");
+  if (child == 0) {
+    if (gate_writer >= 0) close(gate_writer); /* else the gate never reads EOF */
+    pid_t grandchild = fork();
+    if (grandchild == 0) {
+      char c;
+      while (read(gate, &c, 1) > 0) {}
+      _exit(0);
+    }
+    _exit(0);
+  }
+  waitpid(child, NULL, 0);
+}
+
+static int orphans_burst(int n) {
+  int gate[2];
+  if (pipe(gate) < 0) die("pipe");
+  for (int i = 0; i < n; i++) make_orphan(gate[0], gate[1]);
+  close(gate[0]);
+  int peak = 0;
+  int64_t t0 = now_ns();
+  close(gate[1]); /* every orphan sees EOF and exits now */
+  int left, polls = 0;
+  struct timespec pause = {0, 1000000}; /* 1 ms: poll without starving the reaper of CPU */
+  while ((left = outstanding()) > 0) {
+    if (left > peak) peak = left;
+    polls++;
+    nanosleep(&pause, NULL);
+    if (now_ns() - t0 > 60000000000LL) break;
+  }
+  int64_t t = now_ns() - t0;
+  printf("{\"probe\":\"orphans-burst\",\"orphans\":%d,\"seconds\":%.4f,\"per_second\":%.0f,"
+         "\"peak\":%d,\"left\":%d,\"polls\":%d}\n",
+         n, t / 1e9, n / (t / 1e9), peak, left < 0 ? 0 : left, polls);
+  return left > 0;
+}
+
+static int orphans_stream(int rate, int seconds) {
+  int made = 0, peak = 0;
+  int64_t t0 = now_ns(), period = 1000000000LL / rate;
+  int gate[2];
+  if (pipe(gate) < 0) die("pipe");
+  close(gate[1]); /* closed gate: every orphan exits as soon as it runs */
+  while (now_ns() - t0 < (int64_t)seconds * 1000000000LL) {
+    int64_t due = t0 + (int64_t)made * period;
+    while (now_ns() < due) {}
+    make_orphan(gate[0], -1);
+    made++;
+    if (made % 50 == 0) {
+      int left = outstanding();
+      if (left > peak) peak = left;
+    }
+  }
+  int64_t end = now_ns();
+  int left;
+  while ((left = outstanding()) > 0 && now_ns() - end < 10000000000LL) {}
+  printf("{\"probe\":\"orphans-stream\",\"orphans\":%d,\"rate\":%d,\"peak_backlog\":%d,"
+         "\"left\":%d,\"drain_ms\":%.1f}\n",
+         made, rate, peak, left, (now_ns() - end) / 1e6);
+  return left > 0;
+}
+
+static int time_once(char **argv) {
+  int null = open("/dev/null", O_WRONLY);
+  int64_t t0 = now_ns();
+  pid_t pid = spawn_with_stdout(argv, null);
+  int status;
+  if (waitpid(pid, &status, 0) < 0) die("waitpid");
+  int64_t t = now_ns() - t0;
+  printf("{\"probe\":\"time\",\"us\":%.2f,\"status\":%d}\n", t / 1e3, status);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "time") == 0) return time_once(argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "sigchild") == 0) return sigchild();
+  if (argc >= 2 && strcmp(argv[1], "exitchild") == 0) return exitchild();
+  if (argc >= 3 && strcmp(argv[1], "siglat") == 0) return siglat(atoi(argv[2]), argv + 3, argv[0]);
+  if (argc >= 2 && strcmp(argv[1], "exitlat") == 0) return exitlat(argv + 2, argv[0]);
+  if (argc >= 4 && strcmp(argv[1], "orphans") == 0 && strcmp(argv[2], "burst") == 0)
+    return orphans_burst(atoi(argv[3]));
+  if (argc >= 5 && strcmp(argv[1], "orphans") == 0 && strcmp(argv[2], "stream") == 0)
+    return orphans_stream(atoi(argv[3]), atoi(argv[4]));
+  fprintf(stderr, "usage: see the comment at the top of probe.c\n");
+  return 2;
+}

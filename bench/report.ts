@@ -1,0 +1,282 @@
+/** The figures of one `make bench` run, and bench/RESULTS.md rendered from them. */
+
+/** Everything one run measured. */
+export interface Figures {
+  machine: {
+    date: string;
+    commit: string;
+    cpu: string;
+    kernel: string;
+    memoryGiB: number;
+    versions: Record<string, string>;
+  };
+  quick: boolean;
+  /** Wall time of `SUP -- /bin/true` minus `/bin/true` alone, µs. */
+  start: { alone: number; overheadUs: Record<string, number> };
+  memory: { rssKiB: Record<string, number>; hwmKiB: Record<string, number> };
+  signals: Record<
+    string,
+    { medianUs: number; p99Us: number; maxUs: number; lost: number; count: number }
+  >;
+  reaping: Record<
+    string,
+    { perSecond: number; peak: number; left: number; streamPeakBacklog: number; streamLeft: number }
+  >;
+  /** µs from the child's _exit to the supervisor's exit seen by its parent. */
+  exit: Record<string, number>;
+  health: Record<string, { rps: number; p50Ms: number; p99Ms: number; zombiesLeft: number | null }>;
+  copy: Record<string, { cpMs: number; denitMs: number }>;
+  seconds: number;
+}
+
+const SUPERVISORS = ["tini", "dumb-init", "catatonit", "denit"];
+
+function ratio(value: number, base: number): string {
+  return base > 0 && Number.isFinite(value) ? `${(value / base).toFixed(2)}x` : "-";
+}
+
+function fixed(value: number, digits = 0): string {
+  return Number.isFinite(value) ? value.toFixed(digits) : "-";
+}
+
+function table(head: string[], rows: string[][]): string {
+  const line = (cells: string[]) => `| ${cells.join(" | ")} |`;
+  return [line(head), line(head.map(() => "---")), ...rows.map(line)].join("\n");
+}
+
+/** One target: what it asks, what was measured, met or not. */
+interface Verdict {
+  target: string;
+  measured: string;
+  met: boolean;
+}
+
+function verdicts(f: Figures): Verdict[] {
+  const out: Verdict[] = [];
+  const s = f.start.overheadUs;
+  out.push({
+    target: "start overhead ≤ Deno floor (Deno.Command spawn + wait)",
+    measured: `${fixed(s.denit / 1000, 2)} ms vs ${fixed(s.floorSpawn / 1000, 2)} ms`,
+    met: s.denit <= s.floorSpawn,
+  });
+  const rss = f.memory.rssKiB;
+  out.push({
+    target: "resident memory ≤ Deno floor + 2 MiB",
+    measured: `${fixed(rss.denit / 1024, 1)} MiB vs ${fixed(rss.floorSpawn / 1024, 1)} + 2 MiB`,
+    met: rss.denit <= rss.floorSpawn + 2048,
+  });
+  const sig = f.signals;
+  const floorSlow = sig.floor.medianUs > 2 * sig.tini.medianUs;
+  out.push({
+    target: floorSlow
+      ? "signal median ≤ Deno floor's (Deno's own delivery is > 2x tini here) + 10%"
+      : "signal median ≤ 2x tini",
+    measured: `${fixed(sig.denit.medianUs)} µs; tini ${fixed(sig.tini.medianUs)} µs; floor ${
+      fixed(sig.floor.medianUs)
+    } µs`,
+    met: floorSlow
+      ? sig.denit.medianUs <= sig.floor.medianUs * 1.1
+      : sig.denit.medianUs <= 2 * sig.tini.medianUs,
+  });
+  out.push({
+    target: "signal p99 < 1 ms, none lost",
+    measured: `p99 ${fixed(sig.denit.p99Us)} µs, ${sig.denit.lost} lost of ${sig.denit.count}`,
+    met: sig.denit.p99Us < 1000 && sig.denit.lost === 0,
+  });
+  const reap = f.reaping;
+  out.push({
+    target: "reaping ≥ 0.8x tini's zombies per second, none left",
+    measured: `${fixed(reap.denit.perSecond)}/s vs tini ${
+      fixed(reap.tini.perSecond)
+    }/s, ${reap.denit.left} left`,
+    met: reap.denit.perSecond >= 0.8 * reap.tini.perSecond && reap.denit.left === 0,
+  });
+  out.push({
+    target: "bounded backlog under a steady stream of 2,000 orphans/s",
+    measured: `peak backlog ${reap.denit.streamPeakBacklog}, ${reap.denit.streamLeft} left`,
+    met: reap.denit.streamPeakBacklog < 200 && reap.denit.streamLeft === 0,
+  });
+  out.push({
+    target: "exit propagation ≤ Deno floor (Deno.Command + Deno.exit)",
+    measured: `${fixed(f.exit.denit / 1000, 2)} ms vs ${fixed(f.exit.floor / 1000, 2)} ms`,
+    met: f.exit.denit <= f.exit.floor,
+  });
+  const h = f.health;
+  out.push({
+    target: "health ≥ 80% of bare Deno.serve's requests/s, p99 < 5 ms (50 connections)",
+    measured: `${fixed(h.denit.rps)} vs ${fixed(h.floor.rps)} req/s (${
+      fixed(100 * h.denit.rps / h.floor.rps)
+    }%), p99 ${fixed(h.denit.p99Ms, 2)} ms`,
+    met: h.denit.rps >= 0.8 * h.floor.rps && h.denit.p99Ms < 5,
+  });
+  out.push({
+    target: "the same while the child orphans 1,000 processes/s; zero zombies at the end",
+    measured: `${fixed(h.denitReaping.rps)} req/s (${
+      fixed(100 * h.denitReaping.rps / h.floor.rps)
+    }%), p99 ${fixed(h.denitReaping.p99Ms, 2)} ms, ${h.denitReaping.zombiesLeft} left`,
+    met: h.denitReaping.rps >= 0.8 * h.floor.rps && h.denitReaping.p99Ms < 5 &&
+      h.denitReaping.zombiesLeft === 0,
+  });
+  for (const [fixture, c] of Object.entries(f.copy)) {
+    out.push({
+      target: `copy ${
+        fixture === "big" ? "one 512 MiB file" : "20,000 files of 4 KiB"
+      } within 1.25x of cp -a`,
+      measured: `${fixed(c.denitMs)} ms vs ${fixed(c.cpMs)} ms (${ratio(c.denitMs, c.cpMs)})`,
+      met: c.denitMs <= 1.25 * c.cpMs,
+    });
+  }
+  return out;
+}
+
+/** bench/RESULTS.md. */
+export function renderResults(f: Figures): string {
+  const m = f.machine;
+  const notes = (() => {
+    try {
+      return Deno.readTextFileSync(new URL("./NOTES.md", import.meta.url));
+    } catch {
+      return "";
+    }
+  })();
+  const sections = [
+    `# denit benchmark results`,
+    `Generated by \`make bench\` on ${m.date}, commit \`${m.commit}\`${
+      f.quick ? " (quick run)" : ""
+    }; ${f.seconds} s.`,
+    `Machine: ${m.cpu}, ${m.memoryGiB} GiB, Linux ${m.kernel}. Versions: ${
+      Object.entries(m.versions).map(([k, v]) => `${k} ${v}`).join("; ")
+    }.`,
+    `Every figure is a median over interleaved repeats (supervisors in random order each round). Ratios are to tini. "Deno floor" rows are bare Deno programs: they show what the runtime costs by itself. ![chart](chart.svg)`,
+    `## Targets`,
+    table(
+      ["target", "measured", "met"],
+      verdicts(f).map((v) => [v.target, v.measured, v.met ? "yes" : "**no**"]),
+    ),
+    `## 1. Start overhead (\`SUP -- /bin/true\` minus \`/bin/true\` alone, ${
+      fixed(f.start.alone / 1000, 2)
+    } ms)`,
+    table(["supervisor", "overhead ms", "vs tini"], [
+      ...SUPERVISORS.map((
+        n,
+      ) => [
+        n,
+        fixed(f.start.overheadUs[n] / 1000, 2),
+        ratio(f.start.overheadUs[n], f.start.overheadUs.tini),
+      ]),
+      [
+        "Deno floor: empty program",
+        fixed(f.start.overheadUs.floorEmpty / 1000, 2),
+        ratio(f.start.overheadUs.floorEmpty, f.start.overheadUs.tini),
+      ],
+      [
+        "Deno floor: Deno.Command spawn + wait",
+        fixed(f.start.overheadUs.floorSpawn / 1000, 2),
+        ratio(f.start.overheadUs.floorSpawn, f.start.overheadUs.tini),
+      ],
+    ]),
+    `## 2. Memory of the supervisor while its child sleeps`,
+    table(["supervisor", "VmRSS MiB", "VmHWM MiB", "vs tini"], [
+      ...SUPERVISORS.map((
+        n,
+      ) => [
+        n,
+        fixed(f.memory.rssKiB[n] / 1024, 1),
+        fixed(f.memory.hwmKiB[n] / 1024, 1),
+        ratio(f.memory.rssKiB[n], f.memory.rssKiB.tini),
+      ]),
+      [
+        "Deno floor: empty program",
+        fixed(f.memory.rssKiB.floorEmpty / 1024, 1),
+        fixed(f.memory.hwmKiB.floorEmpty / 1024, 1),
+        ratio(f.memory.rssKiB.floorEmpty, f.memory.rssKiB.tini),
+      ],
+      [
+        "Deno floor: Deno.Command spawn + wait",
+        fixed(f.memory.rssKiB.floorSpawn / 1024, 1),
+        fixed(f.memory.hwmKiB.floorSpawn / 1024, 1),
+        ratio(f.memory.rssKiB.floorSpawn, f.memory.rssKiB.tini),
+      ],
+    ]),
+    `## 3. Signal forwarding: \`kill(SUP, SIGUSR1)\` to the child's handler and back through a pipe`,
+    `${f.signals.denit.count} signals 1 ms apart per supervisor; "direct" signals the child itself (the measuring floor).`,
+    table(["supervisor", "median µs", "p99 µs", "max µs", "lost", "median vs tini"], [
+      ...["direct", ...SUPERVISORS, "floor"].map((n) => [
+        n === "floor" ? "Deno floor: listener + Deno.kill" : n,
+        fixed(f.signals[n].medianUs),
+        fixed(f.signals[n].p99Us),
+        fixed(f.signals[n].maxUs),
+        String(f.signals[n].lost),
+        ratio(f.signals[n].medianUs, f.signals.tini.medianUs),
+      ]),
+    ]),
+    `## 4. Reaping as PID 1 of a PID namespace`,
+    `A burst: orphans that all exit at once (zombies reaped per second from release to none left, and the largest count seen); then a steady stream of 2,000 orphans per second for 5 s (the largest backlog seen, sampled every 50 orphans).`,
+    table(
+      ["supervisor", "reaped/s", "vs tini", "peak", "left", "stream peak backlog", "stream left"],
+      SUPERVISORS.map((n) => [
+        n,
+        fixed(f.reaping[n].perSecond),
+        ratio(f.reaping[n].perSecond, f.reaping.tini.perSecond),
+        String(f.reaping[n].peak),
+        String(f.reaping[n].left),
+        String(f.reaping[n].streamPeakBacklog),
+        String(f.reaping[n].streamLeft),
+      ]),
+    ),
+    `## 5. Exit propagation: the child's \`_exit\` to the supervisor's exit seen by its parent`,
+    table(["supervisor", "ms", "vs tini"], [
+      ...["direct", ...SUPERVISORS].map((
+        n,
+      ) => [
+        n === "direct" ? "no supervisor (child's own teardown)" : n,
+        fixed(f.exit[n] / 1000, 2),
+        ratio(f.exit[n], f.exit.tini),
+      ]),
+      [
+        "Deno floor: Deno.Command + Deno.exit",
+        fixed(f.exit.floor / 1000, 2),
+        ratio(f.exit.floor, f.exit.tini),
+      ],
+    ]),
+    `## 6. Health endpoint under \`wrk -t2 -c50\` on loopback`,
+    table(["server", "requests/s", "vs floor", "p50 ms", "p99 ms", "zombies left"], [
+      [
+        "Deno floor: bare Deno.serve hello world",
+        fixed(f.health.floor.rps),
+        "1.00x",
+        fixed(f.health.floor.p50Ms, 2),
+        fixed(f.health.floor.p99Ms, 2),
+        "-",
+      ],
+      [
+        "denit /healthz",
+        fixed(f.health.denit.rps),
+        ratio(f.health.denit.rps, f.health.floor.rps),
+        fixed(f.health.denit.p50Ms, 2),
+        fixed(f.health.denit.p99Ms, 2),
+        "-",
+      ],
+      [
+        "denit /healthz, child orphaning 1,000/s",
+        fixed(f.health.denitReaping.rps),
+        ratio(f.health.denitReaping.rps, f.health.floor.rps),
+        fixed(f.health.denitReaping.p50Ms, 2),
+        fixed(f.health.denitReaping.p99Ms, 2),
+        String(f.health.denitReaping.zombiesLeft),
+      ],
+    ]),
+    `## 7. Copy mode against \`cp -a\` (on a tmpfs)`,
+    table(
+      ["fixture", "cp -a ms", "denit copy ms", "denit vs cp"],
+      Object.entries(f.copy).map(([fixture, c]) => [
+        fixture === "big" ? "one 512 MiB file" : "20,000 files of 4 KiB, 200 directories",
+        fixed(c.cpMs),
+        fixed(c.denitMs),
+        ratio(c.denitMs, c.cpMs),
+      ]),
+    ),
+    notes,
+  ];
+  return `${sections.join("\n\n").trimEnd()}\n`;
+}
