@@ -144,34 +144,34 @@ export class Supervisor {
   }
 
   async #reapLoop(): Promise<void> {
+    const state = this.#state;
+    const childPid = state.name === "starting" ? 0 : state.pid;
+    let previous = 0;
     while (!this.#finished) {
-      const events = await reapRound();
-      // The drain ends with "no-children" when nothing at all was left after these reaps.
-      const othersLeft = events.at(-1)?.kind !== "no-children";
-      for (const event of events) {
-        if (event.kind === "reaped") {
-          this.#reaped++;
-          const state = this.#state;
-          const isChild = state.name !== "starting" && state.name !== "exited" &&
-            state.pid === event.pid;
-          if (this.#log.enabled("debug")) {
-            this.#log.debug(isChild ? "child exited" : "reaped", { pid: event.pid });
-          }
-          if (isChild) {
-            this.#exitedAtMs = Date.now();
-            this.#dispatch({ type: "child-exited", status: event.status, othersLeft });
-          }
-        } else if (event.kind === "no-children") {
-          if (this.#state.name !== "exited") {
-            // Cannot happen while the child is unreaped; stop rather than spin.
-            this.#log.error("no children left before the child was reaped");
-            return;
-          }
-          this.#dispatch({ type: "children-gone" });
+      const round = await reapRound(childPid, previous);
+      previous = round.reaped;
+      this.#reaped += round.reaped;
+      if (round.reaped > 0 && this.#log.enabled("debug")) {
+        this.#log.debug("reaped", { count: round.reaped, child: round.child !== null });
+      }
+      if (round.errno !== 0) this.#log.warn("waitpid failed", { errno: round.errno });
+      if (round.child !== null) {
+        this.#exitedAtMs = Date.now();
+        // Nothing left at the end of this round: there is nothing to stop either.
+        this.#dispatch({
+          type: "child-exited",
+          status: round.child,
+          othersLeft: !round.noChildren,
+        });
+      }
+      if (round.noChildren) {
+        if (this.#state.name !== "exited") {
+          // Cannot happen while the child is unreaped; stop rather than spin.
+          this.#log.error("no children left before the child was reaped");
           return;
-        } else {
-          this.#log.warn("waitpid failed", { errno: event.errno });
         }
+        this.#dispatch({ type: "children-gone" });
+        return;
       }
     }
   }

@@ -15,20 +15,23 @@ export interface HealthSource {
   readonly supervisorStartedAtMs: number;
 }
 
-const ALLOW = { allow: "GET, HEAD" };
 const METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
-const NOT_READY: Readonly<Record<Snapshot["state"], string>> = {
-  starting: "child not started yet",
-  running: "",
-  stopping: "stopping: a stop signal was forwarded",
-  exited: "child exited",
+// Constant answers are frozen objects: the server encodes each of them once (http.ts).
+const OK: HttpResponse = Object.freeze({ status: 200, body: "ok\n" });
+const NOT_FOUND: HttpResponse = Object.freeze({ status: 404, body: "not found\n" });
+const NOT_ALLOWED: HttpResponse = Object.freeze({
+  status: 405,
+  headers: Object.freeze({ allow: "GET, HEAD" }),
+  body: "method not allowed\n",
+});
+const READINESS: Readonly<Record<Snapshot["state"], HttpResponse>> = {
+  starting: Object.freeze({ status: 503, body: "child not started yet\n" }),
+  running: Object.freeze({ status: 200, body: "ready\n" }),
+  stopping: Object.freeze({ status: 503, body: "stopping: a stop signal was forwarded\n" }),
+  exited: Object.freeze({ status: 503, body: "child exited\n" }),
 };
-
-function readiness(snapshot: Snapshot): HttpResponse {
-  if (snapshot.state === "running") return { status: 200, body: "ready\n" };
-  return { status: 503, body: `${NOT_READY[snapshot.state]}\n` };
-}
+const KNOWN_PATHS = new Set(["/healthz", "/livez", "/readyz", "/status", "/metrics"]);
 
 /** The /status document; never argv, environment or paths of the child. */
 export function statusDocument(source: HealthSource, nowMs: number): Record<string, unknown> {
@@ -117,14 +120,11 @@ export function metricsText(source: HealthSource): string {
 
 /** Routes one request. */
 export function route(source: HealthSource, request: HttpRequest): HttpResponse {
-  const known = ["/healthz", "/livez", "/readyz", "/status", "/metrics"];
-  if (!known.includes(request.path)) return { status: 404, body: "not found\n" };
-  if (request.method !== "GET" && request.method !== "HEAD") {
-    return { status: 405, headers: ALLOW, body: "method not allowed\n" };
-  }
+  if (!KNOWN_PATHS.has(request.path)) return NOT_FOUND;
+  if (request.method !== "GET" && request.method !== "HEAD") return NOT_ALLOWED;
   switch (request.path) {
     case "/readyz":
-      return readiness(source.snapshot());
+      return READINESS[source.snapshot().state];
     case "/status":
       return {
         status: 200,
@@ -135,7 +135,7 @@ export function route(source: HealthSource, request: HttpRequest): HttpResponse 
       return { status: 200, contentType: METRICS_TYPE, body: metricsText(source) };
     default:
       // Answering at all proves the event loop turns: that is what liveness means here.
-      return { status: 200, body: "ok\n" };
+      return OK;
   }
 }
 

@@ -54,6 +54,17 @@ const decoder = new TextDecoder();
 const REQUEST_LINE = /^([A-Z]{1,16}) (\S{1,2048}) HTTP\/1\.([01])$/;
 const HEADER = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*$/;
 
+// Constant responses (the same frozen object each time) are encoded once per variant.
+const encoded = new WeakMap<HttpResponse, Array<Uint8Array | undefined>>();
+
+function encodeCached(response: HttpResponse, head: boolean, close: boolean): Uint8Array {
+  if (!Object.isFrozen(response)) return encodeResponse(response, head, close);
+  let variants = encoded.get(response);
+  if (variants === undefined) encoded.set(response, variants = []);
+  const index = (head ? 2 : 0) + (close ? 1 : 0);
+  return variants[index] ??= encodeResponse(response, head, close);
+}
+
 /** Serialises a response; exported for tests. */
 export function encodeResponse(response: HttpResponse, head: boolean, close: boolean): Uint8Array {
   const body = encoder.encode(response.body);
@@ -114,7 +125,9 @@ export class HttpServer {
   readonly #listener: Deno.TcpListener;
   readonly #handler: (request: HttpRequest) => HttpResponse;
   readonly #limits: HttpLimits;
+  /** Each connection and the time by which its next complete request must have arrived. */
   readonly #connections = new Map<Deno.Conn, number>();
+  readonly #sweeper: ReturnType<typeof setInterval>;
   #closed = false;
 
   /** Binds at once (throws Deno.errors.AddrInUse and the like); serving starts on the loop. */
@@ -126,7 +139,15 @@ export class HttpServer {
     this.#listener = Deno.listen({ hostname: address.hostname, port: address.port });
     this.#handler = handler;
     this.#limits = limits;
+    // One timer for all deadlines: a timer per request would cost more than the request.
+    const every = Math.max(10, Math.min(1000, limits.requestTimeoutMs / 4));
+    this.#sweeper = setInterval(() => this.#sweep(), every);
     void this.#acceptLoop();
+  }
+
+  #sweep(): void {
+    const now = performance.now();
+    for (const [conn, deadline] of this.#connections) if (now > deadline) this.#drop(conn);
   }
 
   /** The bound address (useful with port 0). */
@@ -143,6 +164,7 @@ export class HttpServer {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    clearInterval(this.#sweeper);
     this.#listener.close();
     for (const conn of [...this.#connections.keys()]) this.#drop(conn);
   }
@@ -159,16 +181,17 @@ export class HttpServer {
         continue;
       }
       if (this.#connections.size >= this.#limits.maxConnections) this.#dropLeastRecent();
-      this.#connections.set(conn, performance.now());
+      this.#connections.set(conn, performance.now() + this.#limits.requestTimeoutMs);
       void this.#serve(conn);
     }
   }
 
   #dropLeastRecent(): void {
+    // The earliest deadline belongs to the connection that has been quiet the longest.
     let oldest: Deno.Conn | null = null;
-    let oldestAt = Infinity;
-    for (const [conn, at] of this.#connections) {
-      if (at < oldestAt) [oldest, oldestAt] = [conn, at];
+    let oldestDeadline = Infinity;
+    for (const [conn, deadline] of this.#connections) {
+      if (deadline < oldestDeadline) [oldest, oldestDeadline] = [conn, deadline];
     }
     if (oldest !== null) this.#drop(oldest);
   }
@@ -185,7 +208,6 @@ export class HttpServer {
   async #serve(conn: Deno.Conn): Promise<void> {
     const buffer = new Uint8Array(this.#limits.maxHeaderBytes);
     let used = 0;
-    let timer = setTimeout(() => this.#drop(conn), this.#limits.requestTimeoutMs);
     try {
       for (;;) {
         if (used === buffer.length) return await this.#reply(conn, { status: 431, body: "" }, true);
@@ -193,7 +215,6 @@ export class HttpServer {
         if (n === null) return;
         const scanFrom = used;
         used += n;
-        this.#connections.set(conn, performance.now());
         let start = 0;
         let end = findHeaderEnd(buffer, Math.max(scanFrom - 3, 0), used);
         while (end >= 0) {
@@ -204,8 +225,9 @@ export class HttpServer {
           const response = this.#respond(parsed.request);
           await this.#reply(conn, response, parsed.close, parsed.request.method === "HEAD");
           if (parsed.close) return;
-          clearTimeout(timer);
-          timer = setTimeout(() => this.#drop(conn), this.#limits.requestTimeoutMs);
+          if (this.#connections.has(conn)) {
+            this.#connections.set(conn, performance.now() + this.#limits.requestTimeoutMs);
+          }
           start = end;
           end = findHeaderEnd(buffer, start, used);
         }
@@ -215,7 +237,6 @@ export class HttpServer {
     } catch {
       // Reset, closed by a deadline or at shutdown: the connection is all there is to clean up.
     } finally {
-      clearTimeout(timer);
       this.#drop(conn);
     }
   }
@@ -230,7 +251,7 @@ export class HttpServer {
   }
 
   async #reply(conn: Deno.Conn, response: HttpResponse, close: boolean, head = false) {
-    let bytes = encodeResponse(response, head, close);
+    let bytes = encodeCached(response, head, close);
     while (bytes.length > 0) bytes = bytes.subarray(await conn.write(bytes));
   }
 }

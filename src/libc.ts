@@ -210,6 +210,22 @@ export function reapOne(): WaitResult {
   return code === Errno.ECHILD ? { kind: "no-children" } : { kind: "failed", errno: code };
 }
 
+const drainStatus = new Int32Array(1);
+
+/**
+ * waitpid(-1, WNOHANG) without allocating, for draining many zombies: a pid (> 0; its status
+ * from `lastDrainedStatus()`), 0 when children remain but none has exited, or -errno.
+ */
+export function reapNext(): number {
+  const pid = libc.symbols.waitpid(-1, drainStatus, WNOHANG);
+  return pid >= 0 ? pid : -errno();
+}
+
+/** The status of the child `reapNext()` last returned. */
+export function lastDrainedStatus(): ExitStatus {
+  return decodeWaitStatus(drainStatus[0]);
+}
+
 /**
  * waitpid(-1, 0) on a worker thread: resolves when any child terminates.
  *

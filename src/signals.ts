@@ -59,7 +59,12 @@ export const SIGNAL_TABLE: readonly SignalPolicy[] = Object.freeze([
   { name: "SIGXCPU", signo: 24, action: "forward", why: "CPU limit notice meant for the app" },
   { name: "SIGXFSZ", signo: 25, action: "forward", why: "file size limit notice for the app" },
   { name: "SIGVTALRM", signo: 26, action: "forward", why: "application-defined timer" },
-  { name: "SIGPROF", signo: 27, action: "forward", why: "profiler timer of the app" },
+  {
+    name: "SIGPROF",
+    signo: 27,
+    action: "ignore",
+    why: "the profiling timer of the process that gets it (V8's sampler uses it in denit)",
+  },
   { name: "SIGWINCH", signo: 28, action: "forward", why: "terminal resized" },
   { name: "SIGIO", signo: 29, action: "forward", why: "application-defined (async I/O)" },
   { name: "SIGPWR", signo: 30, action: "forward", why: "power failure notice" },
