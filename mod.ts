@@ -6,9 +6,13 @@
  */
 
 import { main } from "./src/main.ts";
+import { isCopyWorker } from "./src/worker_name.ts";
 
 export { main };
 export type { Config } from "./src/cli.ts";
 export { ExitCode } from "./src/exit_codes.ts";
 
-if (import.meta.main) Deno.exit(await main(Deno.args));
+// The same module is the entry of copy mode's worker thread (new Worker(Deno.mainModule)),
+// where import.meta.main is true as well: the worker check comes first.
+if (isCopyWorker()) (await import("./src/copy_worker.ts")).serveCopyJobs();
+else if (import.meta.main) Deno.exit(await main(Deno.args));

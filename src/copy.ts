@@ -1,39 +1,32 @@
 /**
- * Copy mode, second half: carry out a plan. Each file is written to a temporary name in its
- * target directory (created with O_EXCL, so never through a symlink), given its mode, owner and
- * times, then renamed into place: a reader sees the old file or the new one, never a part.
- * A failure or SIGTERM/SIGINT removes the temporary file in flight; nothing else is left.
+ * Copy mode, second half: carry out a plan, in three phases.
+ * 1. Directories and links, in plan order. A directory that does not exist yet is built whole
+ *    under a temporary name beside it (a "stage") and renamed into place at the end, so a
+ *    reader sees it complete or not at all, and its files need no rename of their own.
+ * 2. Files (copy_file.ts): into a stage directly; into an existing directory through a
+ *    temporary name (O_EXCL, never through a symlink) renamed into place. A large tree is
+ *    shared with a worker thread (copy_worker.ts), which is what the second core is for.
+ * 3. Directory modes and times (deepest first: adding entries changed them), stage renames,
+ *    and with --sync an fsync of every directory written.
+ * A failure or SIGTERM/SIGINT/SIGHUP removes what is in flight: temporary files and stages.
  */
 
-import { basename, dirname, join } from "./paths.ts";
-import { CopyError, describeError, type Item, type Owner } from "./copy_plan.ts";
+import { CopyError, describeError, type Item } from "./copy_plan.ts";
+import { CopyInterrupted, type CopyOptions, fail, FileCopier, type FileJob } from "./copy_file.ts";
+import type { FromWorker } from "./copy_worker.ts";
 import {
   closeFd,
-  copyRange,
-  copyRangeOnThread,
-  createExclusive,
-  errnoMessage,
   openDirectory,
-  openForReading,
   renamePath,
-  sendFile,
-  setFdMode,
-  setFdOwner,
-  setFdTimes,
   setPathMode,
   setPathOwner,
   setPathTimes,
   syncFd,
 } from "./libc.ts";
-import { sha256File } from "./hash.ts";
+import { basename, dirname, join } from "./paths.ts";
+import { COPY_WORKER_NAME } from "./worker_name.ts";
 
-/** Options of the copy itself. */
-export interface CopyOptions {
-  readonly owner: Owner | null;
-  readonly fileMode: number | null;
-  readonly verify: boolean;
-  readonly sync: boolean;
-}
+export { CopyInterrupted, type CopyOptions };
 
 /** What a copy did. */
 export interface CopySummary {
@@ -45,29 +38,16 @@ export interface CopySummary {
   skipped: number;
 }
 
-/** Thrown when a stop signal arrived; the temporary file in flight is already gone. */
-export class CopyInterrupted extends Error {
-  override name = "CopyInterrupted";
-  constructor(readonly signo: number) {
-    super(`interrupted by signal ${signo}`);
-  }
-}
+/** Below this many files, a worker thread costs more to start than it saves. */
+const PARALLEL_MIN_FILES = 2000;
 
-const SMALL_CHUNK = 8 << 20; // copied on this thread in one call
-const THREAD_CHUNK = 64 << 20; // larger files go in chunks on a worker thread
-const YIELD_EVERY_MS = 50; // longest stretch without a turn of the event loop (signals run there)
-// copy_file_range(2) refuses some pairs of files; sendfile(2) handles any regular files.
-const FALLBACK_ERRNOS = new Set([18, 22, 38, 95]); // EXDEV, EINVAL, ENOSYS, EOPNOTSUPP
-
-function fail(action: string, path: string, errno: number): never {
-  throw new CopyError(`Cannot ${action} "${path}": ${errnoMessage(errno)}`);
-}
+type DirItem = Extract<Item, { kind: "dir" }>;
 
 /** A new directory being built under a temporary name (`path`) until complete. */
 interface Stage {
   readonly dest: string;
   readonly path: string;
-  readonly dirs: Array<Extract<Item, { kind: "dir" }>>;
+  readonly dirs: DirItem[];
 }
 
 function staged(stage: Stage, dest: string): string {
@@ -83,7 +63,8 @@ function tempNameFor(dest: string): string {
 /** Runs a plan; one instance per run. */
 export class CopyRun {
   readonly #options: CopyOptions;
-  readonly #temps = new Set<string>();
+  readonly #copier: FileCopier;
+  readonly #stages: Stage[] = [];
   readonly #touchedDirs = new Set<string>();
   readonly summary: CopySummary = {
     files: 0,
@@ -93,35 +74,42 @@ export class CopyRun {
     unchanged: 0,
     skipped: 0,
   };
-  #interrupted: number | null = null;
-  #lastYield = performance.now();
+  #worker: Worker | null = null;
 
   constructor(options: CopyOptions) {
     this.#options = options;
+    this.#copier = new FileCopier(options);
   }
 
-  /** Records a stop signal and removes the temporary files in flight at once. */
+  /** Records a stop signal: both threads stop at their next check and clean up. */
   interrupt(signo: number): void {
-    this.#interrupted ??= signo;
-    for (const temp of this.#temps) this.#removeTemp(temp);
+    this.#copier.interrupt(signo);
+    this.#worker?.postMessage({ type: "stop", signo });
   }
 
-  /**
-   * Carries out the plan; throws CopyError or CopyInterrupted.
-   *
-   * A directory that does not exist yet is built whole under a temporary name beside it and
-   * renamed into place once complete: its files need no rename of their own, and a reader
-   * sees the directory complete or not at all. Into existing directories, each file goes
-   * through its own temporary name.
-   */
+  /** Carries out the plan; throws CopyError or CopyInterrupted, leaving nothing half-made. */
   async run(items: readonly Item[], destRoot: string, onItem: (item: Item) => void): Promise<void> {
-    this.#mkdir(destRoot, 0o755, true);
+    try {
+      this.#mkdir(destRoot, 0o755, true);
+      const { jobs, existingDirs } = await this.#prepare(items, onItem);
+      await this.#copyFiles(jobs);
+      for (const stage of this.#stages) this.#finishStage(stage);
+      this.#stages.length = 0;
+      for (const item of existingDirs.reverse()) this.#finishDir(item.dest, item);
+      if (this.#options.sync) this.#syncDirs();
+    } finally {
+      // Only what a failure or a signal left: stages not yet renamed into place.
+      for (const stage of this.#stages) this.#copier.removeTemp(stage.path);
+    }
+  }
+
+  async #prepare(items: readonly Item[], onItem: (item: Item) => void) {
+    const jobs: FileJob[] = [];
+    const existingDirs: DirItem[] = [];
     let stage: Stage | null = null;
-    const existingDirs: Array<Extract<Item, { kind: "dir" }>> = [];
     for (const item of items) {
-      this.#checkInterrupted();
+      this.#copier.checkInterrupted();
       if (stage !== null && item.kind !== "special" && !item.dest.startsWith(`${stage.dest}/`)) {
-        this.#finishStage(stage);
         stage = null;
       }
       onItem(item);
@@ -135,47 +123,76 @@ export class CopyRun {
           existingDirs.push(item);
         } else if (stage === null) {
           stage = { dest: item.dest, path: tempNameFor(item.dest), dirs: [item] };
-          this.#temps.add(stage.path);
+          this.#stages.push(stage);
           this.#mkdir(stage.path, 0o700, false);
         } else {
           stage.dirs.push(item);
+          // 0700 until phase 3 gives it the source's mode, after its contents are in.
           this.#mkdir(staged(stage, item.dest), 0o700, false);
         }
       } else if (item.kind === "file") {
-        await this.#copyFile(item, stage);
+        const target = stage === null ? tempNameFor(item.dest) : staged(stage, item.dest);
+        jobs.push({
+          src: item.src,
+          dest: item.dest,
+          target,
+          renameToDest: stage === null,
+          stat: item.stat,
+        });
+        if (stage === null) this.#touchedDirs.add(dirname(item.dest));
       } else {
         this.#copyLink(item, stage);
       }
-      await this.#maybeYield();
+      await this.#copier.maybeYield();
     }
-    if (stage !== null) this.#finishStage(stage);
-    // Existing directories last, deepest first: adding entries changed their times again.
-    for (const item of existingDirs.reverse()) this.#finishDir(item.dest, item);
-    if (this.#options.sync) this.#syncDirs();
+    return { jobs, existingDirs };
   }
 
-  #finishStage(stage: Stage): void {
-    for (const dir of [...stage.dirs].reverse()) this.#finishDir(staged(stage, dir.dest), dir);
-    if (this.#options.sync) {
-      for (const dir of stage.dirs) this.#touchedDirs.add(staged(stage, dir.dest));
-      this.#syncDirs();
-      this.#touchedDirs.clear();
+  async #copyFiles(jobs: FileJob[]): Promise<void> {
+    const parallel = jobs.length >= PARALLEL_MIN_FILES && navigator.hardwareConcurrency > 1;
+    const half = parallel ? Math.floor(jobs.length / 2) : jobs.length;
+    const answer = parallel ? this.#startWorker(jobs.slice(half)) : null;
+    let failure: unknown = null;
+    try {
+      for (const job of jobs.slice(0, half)) {
+        this.#copier.checkInterrupted();
+        await this.#copier.copy(job);
+        await this.#copier.maybeYield();
+      }
+    } catch (err: unknown) {
+      failure = err;
+      // Stop the worker too (signal 0: no signal, a failure here), and wait for its cleanup.
+      this.#worker?.postMessage({ type: "stop", signo: 0 });
     }
-    const renamed = renamePath(stage.path, stage.dest);
-    if (!renamed.ok) fail("create", stage.dest, renamed.errno);
-    this.#temps.delete(stage.path);
-    this.#touchedDirs.add(dirname(stage.dest));
+    this.summary.files += this.#copier.files;
+    this.summary.bytes += this.#copier.bytes;
+    if (answer === null) {
+      if (failure !== null) throw failure;
+      return;
+    }
+    const reply = await answer;
+    this.#worker?.terminate();
+    this.#worker = null;
+    if (failure !== null) throw failure;
+    if (reply.type === "failed") throw new CopyError(reply.message);
+    if (reply.type === "stopped") throw new CopyInterrupted(reply.signo);
+    this.summary.files += reply.files;
+    this.summary.bytes += reply.bytes;
   }
 
-  #checkInterrupted(): void {
-    if (this.#interrupted !== null) throw new CopyInterrupted(this.#interrupted);
-  }
-
-  async #maybeYield(): Promise<void> {
-    if (performance.now() - this.#lastYield < YIELD_EVERY_MS) return;
-    // A macrotask turn: signal listeners only run here.
-    await new Promise((resolve) => setTimeout(resolve, 0));
-    this.#lastYield = performance.now();
+  #startWorker(jobs: FileJob[]): Promise<FromWorker> {
+    // The entry module (bundle, compiled binary or mod.ts) serves as the worker's module.
+    const worker = new Worker(Deno.mainModule, { type: "module", name: COPY_WORKER_NAME });
+    this.#worker = worker;
+    const answer = new Promise<FromWorker>((resolve) => {
+      worker.onmessage = (event: MessageEvent<FromWorker>) => resolve(event.data);
+      worker.onerror = (event: ErrorEvent) => {
+        event.preventDefault();
+        resolve({ type: "failed", message: `Copy worker failed: ${event.message}` });
+      };
+    });
+    worker.postMessage({ type: "run", jobs, options: this.#options });
+    return answer;
   }
 
   #mkdir(path: string, mode: number, recursive: boolean): void {
@@ -187,7 +204,19 @@ export class CopyRun {
     this.#touchedDirs.add(dirname(path));
   }
 
-  #finishDir(path: string, item: Extract<Item, { kind: "dir" }>): void {
+  #finishStage(stage: Stage): void {
+    for (const dir of [...stage.dirs].reverse()) this.#finishDir(staged(stage, dir.dest), dir);
+    if (this.#options.sync) {
+      for (const dir of stage.dirs) this.#touchedDirs.add(staged(stage, dir.dest));
+      this.#syncDirs();
+      this.#touchedDirs.clear();
+    }
+    const renamed = renamePath(stage.path, stage.dest);
+    if (!renamed.ok) fail("create", stage.dest, renamed.errno);
+    this.#touchedDirs.add(dirname(stage.dest));
+  }
+
+  #finishDir(path: string, item: DirItem): void {
     const { owner } = this.#options;
     if (owner !== null) {
       const result = setPathOwner(path, owner.uid, owner.gid);
@@ -199,94 +228,6 @@ export class CopyRun {
     if (!times.ok) fail("set the times of", item.dest, times.errno);
   }
 
-  async #copyFile(item: Extract<Item, { kind: "file" }>, stage: Stage | null): Promise<void> {
-    // Inside a staged directory the final name is invisible until the stage is renamed.
-    const temp = stage === null ? tempNameFor(item.dest) : staged(stage, item.dest);
-    const input = openForReading(item.src);
-    if (!input.ok) fail("read", item.src, input.errno);
-    const output = createExclusive(temp, 0o600);
-    if (!output.ok) {
-      closeFd(input.value);
-      fail("write", item.dest, output.errno);
-    }
-    this.#temps.add(temp);
-    let done = false;
-    try {
-      const bytes = await this.#copyData(input.value, output.value, item);
-      this.#setMetadata(output.value, item);
-      closeFd(output.value);
-      done = true;
-      this.#checkInterrupted();
-      if (this.#options.verify && await sha256File(item.src) !== await sha256File(temp)) {
-        throw new CopyError(
-          `Verification failed for "${item.dest}": contents differ from "${item.src}"`,
-        );
-      }
-      if (stage === null) {
-        const renamed = renamePath(temp, item.dest);
-        if (!renamed.ok) fail("replace", item.dest, renamed.errno);
-        this.#touchedDirs.add(dirname(item.dest));
-      }
-      this.#temps.delete(temp);
-      this.summary.files++;
-      this.summary.bytes += bytes;
-    } finally {
-      closeFd(input.value);
-      if (!done) closeFd(output.value);
-      if (this.#temps.delete(temp)) this.#removeTemp(temp);
-    }
-  }
-
-  async #copyData(input: number, output: number, item: Extract<Item, { kind: "file" }>) {
-    let copied = 0;
-    let useSendfile = false;
-    const large = item.stat.size > SMALL_CHUNK;
-    if (!large) {
-      // One call for a small file: a count short of what was asked means end of file
-      // (regular files; far below copy_file_range's 2 GiB cap per call).
-      const wanted = item.stat.size + 1;
-      const once = copyRange(input, output, wanted);
-      if (once.ok && once.value < wanted) return once.value;
-      if (once.ok) copied = once.value;
-      else if (FALLBACK_ERRNOS.has(once.errno)) useSendfile = true;
-      else fail("write", item.dest, once.errno);
-    }
-    for (;;) {
-      this.#checkInterrupted();
-      let result = useSendfile
-        ? sendFile(output, input, SMALL_CHUNK)
-        : large
-        ? await copyRangeOnThread(input, output, THREAD_CHUNK)
-        : copyRange(input, output, SMALL_CHUNK);
-      // The worker thread cannot report errno: repeat the call here to learn it.
-      if (!result.ok && result.errno === 0) result = copyRange(input, output, SMALL_CHUNK);
-      if (!result.ok && !useSendfile && copied === 0 && FALLBACK_ERRNOS.has(result.errno)) {
-        useSendfile = true;
-        continue;
-      }
-      if (!result.ok) fail("write", item.dest, result.errno);
-      if (result.value === 0) return copied;
-      copied += result.value;
-    }
-  }
-
-  #setMetadata(fd: number, item: Extract<Item, { kind: "file" }>): void {
-    const { owner, fileMode } = this.#options;
-    // chown first: it clears setuid and setgid bits, which the chmod after it restores.
-    if (owner !== null) {
-      const result = setFdOwner(fd, owner.uid, owner.gid);
-      if (!result.ok) fail("change the owner of", item.dest, result.errno);
-    }
-    const mode = setFdMode(fd, fileMode ?? item.stat.mode);
-    if (!mode.ok) fail("set the mode of", item.dest, mode.errno);
-    if (this.#options.sync) {
-      const synced = syncFd(fd);
-      if (!synced.ok) fail("flush", item.dest, synced.errno);
-    }
-    const times = setFdTimes(fd, item.stat.atime, item.stat.mtime);
-    if (!times.ok) fail("set the times of", item.dest, times.errno);
-  }
-
   #copyLink(item: Extract<Item, { kind: "link" }>, stage: Stage | null): void {
     const temp = stage === null ? tempNameFor(item.dest) : staged(stage, item.dest);
     try {
@@ -294,7 +235,8 @@ export class CopyRun {
     } catch (err: unknown) {
       throw new CopyError(`Cannot create the link "${item.dest}": ${describeError(err)}`);
     }
-    this.#temps.add(temp);
+    const temps = this.#copier.temps;
+    temps.add(temp);
     try {
       const { owner } = this.#options;
       if (owner !== null) {
@@ -308,19 +250,10 @@ export class CopyRun {
         if (!renamed.ok) fail("replace", item.dest, renamed.errno);
         this.#touchedDirs.add(dirname(item.dest));
       }
-      this.#temps.delete(temp);
+      temps.delete(temp);
       this.summary.links++;
     } finally {
-      if (this.#temps.delete(temp)) this.#removeTemp(temp);
-    }
-  }
-
-  #removeTemp(temp: string): void {
-    try {
-      // Recursive for a staged directory; Deno's removal never follows symlinks inside it.
-      Deno.removeSync(temp, { recursive: true });
-    } catch {
-      // Already gone (removed by interrupt() or never created): nothing is left behind.
+      if (temps.delete(temp)) this.#copier.removeTemp(temp);
     }
   }
 

@@ -42,7 +42,8 @@ export type Item =
     readonly kind: "file";
     readonly src: string;
     readonly dest: string;
-    readonly stat: PathStat;
+    /** null for a new file in a new directory: read from the open file when copying it. */
+    readonly stat: PathStat | null;
     readonly fate: Fate;
   }
   | {
@@ -149,18 +150,26 @@ export function planCopy(roots: readonly Root[], options: PlanOptions): Item[] {
         sameTime(existing, srcStat) &&
         ownerMatches(existing, options.owner);
       items.push({ kind: "dir", src, dest, stat: srcStat, fate: same ? "unchanged" : fate });
-      let names: string[];
+      let entries: Deno.DirEntry[];
       try {
-        names = [...Deno.readDirSync(src)].map((entry) => entry.name).sort();
+        entries = [...Deno.readDirSync(src)].sort((a, b) =>
+          a.name < b.name ? -1 : a.name > b.name ? 1 : 0
+        );
       } catch (err: unknown) {
         throw new CopyError(`Cannot read "${src}": ${describeError(err)}`);
       }
-      for (const name of names) {
+      for (const entry of entries) {
         // Plain concatenation: both sides are normalised already, and join() is a hot spot here.
-        const child = `${src}/${name}`;
+        const child = `${src}/${entry.name}`;
+        const childDest = `${dest}/${entry.name}`;
+        if (existing === null && entry.isFile) {
+          // Nothing to compare against: the copy reads size, mode and times from the open file.
+          items.push({ kind: "file", src: child, dest: childDest, stat: null, fate: "new" });
+          continue;
+        }
         const childStat = stat(child);
         // Gone between listing and looking: nothing to copy, nothing lost.
-        if (childStat !== null) visit(child, `${dest}/${name}`, childStat, existing === null);
+        if (childStat !== null) visit(child, childDest, childStat, existing === null);
       }
       return;
     }

@@ -392,6 +392,8 @@ const O_DIRECTORY = ARM64 ? 0o40000 : 0o200000;
 const O_CLOEXEC = 0o2000000;
 const AT_FDCWD = -100; // fcntl.h
 const AT_SYMLINK_NOFOLLOW = 0x100; // fcntl.h
+const AT_EMPTY_PATH = 0x1000; // fcntl.h
+const O_NONBLOCK = 0o4000; // fcntl.h: opening a FIFO swapped in for a file must not hang
 const STATX_BASIC_STATS = 0x7ff; // linux/stat.h
 const STATX_BYTES = 256;
 
@@ -427,16 +429,21 @@ const KINDS: ReadonlyMap<number, PathStat["kind"]> = new Map([
 const statxBuffer = new Uint8Array(STATX_BYTES);
 const statxView = new DataView(statxBuffer.buffer);
 
+const EMPTY_PATH = new Uint8Array(1);
+
 /** statx(2) without following a final symlink. */
 export function statPath(path: string): Outcome<PathStat> {
+  return statx(AT_FDCWD, cString(path), AT_SYMLINK_NOFOLLOW);
+}
+
+/** statx(2) of an open file (fstat). */
+export function statFd(fd: number): Outcome<PathStat> {
+  return statx(fd, EMPTY_PATH, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+}
+
+function statx(dirfd: number, path: Uint8Array, flags: number): Outcome<PathStat> {
   const buffer = statxBuffer;
-  const rc = files().statx(
-    AT_FDCWD,
-    cString(path),
-    AT_SYMLINK_NOFOLLOW,
-    STATX_BASIC_STATS,
-    buffer,
-  );
+  const rc = files().statx(dirfd, path, flags, STATX_BASIC_STATS, buffer);
   if (rc !== 0) return { ok: false, errno: errno() };
   const view = statxView;
   const mode = view.getUint16(28, true); // stx_mode
@@ -460,7 +467,7 @@ export function statPath(path: string): Outcome<PathStat> {
 
 /** open(path, O_RDONLY | O_NOFOLLOW): a symlink is refused (ELOOP), never followed. */
 export function openForReading(path: string): Outcome<number> {
-  return outcome(files().open(cString(path), O_NOFOLLOW | O_CLOEXEC, 0));
+  return outcome(files().open(cString(path), O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0));
 }
 
 /** open(path, O_CREAT | O_EXCL | O_WRONLY): a new file, never an existing one or a symlink. */

@@ -333,3 +333,27 @@ Deno.test("SIGTERM during a copy: exit 143 and no temporary file left", async ()
     }
   });
 });
+
+Deno.test("a tree large enough for the worker thread is copied exactly", async () => {
+  await withDirs(async (dir) => {
+    for (let d = 0; d < 25; d++) {
+      await Deno.mkdir(`${dir}/src/d${d}`, { recursive: true });
+      for (let f = 0; f < 100; f++) {
+        const path = `${dir}/src/d${d}/f${f}`;
+        Deno.writeFileSync(path, new TextEncoder().encode(`${d}/${f}\n`.repeat(f)), {
+          mode: 0o600 + f % 8,
+        });
+        Deno.utimeSync(
+          path,
+          new Date(1_000_000_000_000 + f),
+          new Date(1_100_000_000_000 + d * 1000 + f),
+        );
+      }
+    }
+    const result = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    assertEquals(result.code, 0, result.stderr);
+    assertMatch(result.stderr, /^denit copy: 2500 files, 26 directories, 0 links/);
+    assertEquals(await tree(`${dir}/dest`), await tree(`${dir}/src`));
+    assertEquals(await Deno.readTextFile(`${dir}/dest/d7/f3`), "7/3\n7/3\n7/3\n");
+  });
+});
