@@ -30,6 +30,7 @@ const AS_PID1: Record<string, string[]> = {
 };
 const FLOOR_SPAWN = [DENO, ...RUN, `${HERE}floor_spawn.js`];
 const FLOOR_EMPTY = [DENO, ...RUN, `${HERE}floor_empty.js`];
+const FLOOR_FFI = [DENO, ...RUN, `${HERE}floor_ffi.js`];
 const NAMES = Object.keys(SUPERVISORS);
 
 function log(message: string): void {
@@ -62,12 +63,18 @@ function probe(args: string[]): Record<string, number> {
 
 function startOverhead(repeats: number): Figures["start"] {
   log(`start overhead: ${repeats} rounds`);
-  const runs: Record<string, number[]> = { alone: [], floorEmpty: [], floorSpawn: [] };
+  const runs: Record<string, number[]> = {
+    alone: [],
+    floorEmpty: [],
+    floorSpawn: [],
+    floorFfi: [],
+  };
   for (const name of NAMES) runs[name] = [];
   const cases: Array<[string, string[]]> = [
     ["alone", ["/bin/true"]],
     ["floorEmpty", FLOOR_EMPTY],
     ["floorSpawn", [...FLOOR_SPAWN, "/bin/true"]],
+    ["floorFfi", [...FLOOR_FFI, "/bin/true"]],
     ...NAMES.map((name): [string, string[]] => [name, [...SUPERVISORS[name], "/bin/true"]]),
   ];
   for (let round = 0; round < repeats; round++) {
@@ -97,6 +104,7 @@ async function memory(repeats: number): Promise<Figures["memory"]> {
   const cases: Array<[string, string[], boolean]> = [
     ["floorEmpty", [...FLOOR_EMPTY, "sleep"], false],
     ["floorSpawn", [...FLOOR_SPAWN, "sleep", "30"], true],
+    ["floorFfi", [...FLOOR_FFI, "sleep", "30"], true],
     ...NAMES.map((
       name,
     ): [string, string[], boolean] => [name, [...SUPERVISORS[name], "sleep", "30"], true]),
@@ -272,8 +280,27 @@ async function health(seconds: number): Promise<Figures["health"]> {
       String(seconds + 3),
     ]],
   ];
+  // The floor again under the same orphan load, made beside it by tini as PID 1: what the
+  // load costs any server on these two cores, as against what denit's reaping costs.
+  servers.push(["floorReaping", [DENO, ...RUN, `${HERE}floor_serve.js`, "17634"]]);
   for (const [name, argv] of servers) {
     const port = Number(/1763\d/.exec(argv.join(" "))?.[0]);
+    const load = name !== "floorReaping" ? null : new Deno.Command("unshare", {
+      args: [
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "--kill-child",
+        "tini",
+        "--",
+        PROBE,
+        "orphans",
+        "stream",
+        "1000",
+        String(seconds + 3),
+      ],
+      stdout: "null",
+    }).spawn();
     const child = new Deno.Command(argv[0], {
       args: argv.slice(1),
       stdout: "piped",
@@ -282,12 +309,13 @@ async function health(seconds: number): Promise<Figures["health"]> {
     const stdout = new Response(child.stdout).text();
     try {
       await waitListening(port);
-      const path = name === "floor" ? "/" : "/healthz";
+      const path = name.startsWith("floor") ? "/" : "/healthz";
       result[name] = { ...wrk(`http://127.0.0.1:${port}${path}`, seconds), zombiesLeft: null };
     } finally {
       if (name !== "denitReaping") child.kill("SIGTERM");
     }
     await child.status;
+    await load?.status;
     if (name === "denitReaping") result[name].zombiesLeft = JSON.parse((await stdout).trim()).left;
   }
   return result;
@@ -367,6 +395,14 @@ function machine(): Figures["machine"] {
   };
 }
 
+if (Deno.args.includes("--render")) {
+  // Re-renders RESULTS.md and the chart from the last run's figures (after editing NOTES.md).
+  const last: Figures = JSON.parse(Deno.readTextFileSync(`${OUT}/results.json`));
+  Deno.writeTextFileSync(`${HERE}RESULTS.md`, renderResults(last));
+  Deno.writeTextFileSync(`${HERE}chart.svg`, renderChart(last));
+  Deno.exit(0);
+}
+
 const started = performance.now();
 const figures: Figures = {
   machine: machine(),
@@ -374,10 +410,10 @@ const figures: Figures = {
   start: startOverhead(QUICK ? 5 : 25),
   memory: await memory(QUICK ? 1 : 5),
   signals: signals(QUICK ? 200 : 1000),
-  reaping: reaping(QUICK ? 2000 : 20000, QUICK ? 1 : 3, 2000),
+  reaping: reaping(QUICK ? 2000 : 20000, QUICK ? 1 : 5, 2000),
   exit: exitPropagation(QUICK ? 5 : 30),
   health: await health(QUICK ? 2 : 8),
-  copy: copy(QUICK ? 1 : 3),
+  copy: copy(QUICK ? 1 : 5),
   seconds: 0,
 };
 figures.seconds = Math.round((performance.now() - started) / 1000);

@@ -39,7 +39,8 @@ export async function reapRound(
   if (previous >= BURST) {
     // In a burst, waking a thread per zombie (or two) costs more CPU than the exiting
     // processes themselves get: pause one timer tick and sweep everything that piled up.
-    await new Promise((resolve) => setTimeout(resolve, BURST_PAUSE_MS));
+    // A full round means more are waiting: no pause, only a turn of the event loop.
+    await new Promise((resolve) => setTimeout(resolve, previous >= limit ? 0 : BURST_PAUSE_MS));
     drain(round, childPid, limit);
     if (round.reaped > 0 || round.noChildren || round.errno !== 0) return round;
   }
