@@ -88,9 +88,9 @@ export class CopyRun {
   }
 
   /** Carries out the plan; throws CopyError or CopyInterrupted, leaving nothing half-made. */
-  async run(items: readonly Item[], destRoot: string, onItem: (item: Item) => void): Promise<void> {
+  async run(items: readonly Item[], onItem: (item: Item) => void): Promise<void> {
+    // The roots' parent directories exist (copy_main.ts made them); a new DEST is a stage.
     try {
-      this.#mkdir(destRoot, 0o755, true);
       const { jobs, existingDirs } = await this.#prepare(items, onItem);
       await this.#copyFiles(jobs);
       for (const stage of this.#stages) this.#finishStage(stage);

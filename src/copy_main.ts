@@ -101,7 +101,7 @@ async function execute(invocation: CopyInvocation, roots: Root[]): Promise<numbe
     return [name, listener] as const;
   });
   try {
-    await run.run(items, resolve(invocation.dest), (item) => {
+    await run.run(items, (item) => {
       if (invocation.verbose) printErr(describeItem(item));
     });
   } finally {

@@ -357,3 +357,53 @@ Deno.test("a tree large enough for the worker thread is copied exactly", async (
     assertEquals(await Deno.readTextFile(`${dir}/dest/d7/f3`), "7/3\n7/3\n7/3\n");
   });
 });
+
+Deno.test("device files are skipped without being opened", async () => {
+  if (!CAN_UNSHARE) {
+    // deno-lint-ignore no-console -- a skipped test must say why
+    console.warn("SKIP device file test: mknod needs root");
+    return;
+  }
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
+    // A character device like /dev/zero: opening and reading it would never end.
+    assertEquals((await run(["mknod", `${dir}/src/zero`, "c", "1", "5"])).code, 0);
+    const result = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`], { timeoutMs: 15_000 });
+    assertEquals(result.code, 0, result.stderr);
+    assertMatch(result.stderr, /skipping ".*\/zero": it is a char-device\n/);
+    assertOk(!(await Deno.lstat(`${dir}/dest/zero`).then(() => true, () => false)));
+  });
+});
+
+Deno.test("an unreadable file and an unwritable DEST fail with one line, leaving nothing", async () => {
+  if (!CAN_UNSHARE) {
+    // deno-lint-ignore no-console -- a skipped test must say why
+    console.warn("SKIP permission tests: dropping to another user needs root");
+    return;
+  }
+  await withDirs(async (dir) => {
+    await Deno.chmod(dir, 0o755);
+    await makeSource(`${dir}/src`);
+    await Deno.chmod(`${dir}/src/.config`, 0o755);
+    await Deno.chmod(`${dir}/src/.config/deep/er/settings`, 0o600); // root's, unreadable to 65534
+    await Deno.mkdir(`${dir}/out`, { mode: 0o777 });
+    await Deno.chmod(`${dir}/out`, 0o777);
+    const asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", DENIT];
+    const unreadable = await run([...asNobody, "copy", `${dir}/src/.`, `${dir}/out/dest`]);
+    assertEquals(unreadable.code, 1, unreadable.stderr);
+    assertEquals(
+      unreadable.stderr,
+      `denit copy: Cannot read "${dir}/src/.config/deep/er/settings": Permission denied\n`,
+    );
+    assertEquals([...Deno.readDirSync(`${dir}/out`)], []);
+    await Deno.mkdir(`${dir}/locked`, { mode: 0o755 });
+    await Deno.chmod(`${dir}/locked`, 0o755); // root's, not writable by 65534
+    const unwritable = await run([...asNobody, "copy", `${dir}/src/blob`, `${dir}/locked`]);
+    assertEquals(unwritable.code, 1, unwritable.stderr);
+    assertMatch(
+      unwritable.stderr,
+      /^denit copy: Cannot write ".*\/locked\/blob": Permission denied\n$/,
+    );
+    assertEquals([...Deno.readDirSync(`${dir}/locked`)], []);
+  });
+});
