@@ -4,6 +4,26 @@ import parsePrometheus from "parse-prometheus-text-format";
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
 import { DENIT, freePort, killPid, rawHttp, run, Running } from "./helpers.ts";
 
+/** denit with its health endpoint on `address` over a child that prints "ready" and sleeps. */
+async function sleeper(
+  address: string,
+  options: { args?: string[]; env?: Record<string, string> } = {},
+): Promise<Running> {
+  const proc = new Running([
+    DENIT,
+    "-s",
+    "--health-addr",
+    address,
+    "--",
+    "sh",
+    "-c",
+    "echo ready; exec sleep 30",
+    ...(options.args ?? []),
+  ], { env: options.env });
+  await proc.waitFor(/^ready$/);
+  return proc;
+}
+
 async function get(port: number, path: string, method = "GET", hostname = "127.0.0.1") {
   const response = await fetch(
     `http://${hostname.includes(":") ? `[${hostname}]` : hostname}:${port}${path}`,
@@ -126,19 +146,11 @@ Deno.test("health through the child's life: ready, counters, stopping, exited", 
 
 Deno.test("/status never shows argv or environment of the child", async () => {
   const port = freePort();
-  const proc = new Running([
-    DENIT,
-    "-s",
-    "--health-addr",
-    `127.0.0.1:${port}`,
-    "--",
-    "sh",
-    "-c",
-    "echo ready; exec sleep 30",
-    "s3cret-arg",
-  ], { env: { SECRET_TOKEN: "s3cret-env" } });
+  const proc = await sleeper(`127.0.0.1:${port}`, {
+    args: ["s3cret-arg"],
+    env: { SECRET_TOKEN: "s3cret-env" },
+  });
   try {
-    await proc.waitFor(/^ready$/);
     for (const path of ["/status", "/metrics"]) {
       const body = (await get(port, path)).body;
       assertOk(!body.includes("s3cret") && !body.includes("sleep") && !body.includes("/bin"), body);
@@ -150,18 +162,8 @@ Deno.test("/status never shows argv or environment of the child", async () => {
 
 Deno.test("404, 405 with Allow, HEAD without a body, bad requests", async () => {
   const port = freePort();
-  const proc = new Running([
-    DENIT,
-    "-s",
-    "--health-addr",
-    `127.0.0.1:${port}`,
-    "--",
-    "sh",
-    "-c",
-    "echo ready; exec sleep 30",
-  ]);
+  const proc = await sleeper(`127.0.0.1:${port}`);
   try {
-    await proc.waitFor(/^ready$/);
     assertEquals((await get(port, "/nope")).status, 404);
     const post = await get(port, "/readyz", "POST");
     assertEquals(post.status, 405);
@@ -191,18 +193,8 @@ Deno.test("IPv6 loopback works", async () => {
     return;
   }
   const port = freePort();
-  const proc = new Running([
-    DENIT,
-    "-s",
-    "--health-addr",
-    `[::1]:${port}`,
-    "--",
-    "sh",
-    "-c",
-    "echo ready; exec sleep 30",
-  ]);
+  const proc = await sleeper(`[::1]:${port}`);
   try {
-    await proc.waitFor(/^ready$/);
     assertEquals((await get(port, "/readyz", "GET", "::1")).status, 200);
   } finally {
     await proc.stop();

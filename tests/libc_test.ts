@@ -10,7 +10,7 @@ import {
   spawn,
   waitForAny,
 } from "../src/libc.ts";
-import { SIGNAL_TABLE } from "../src/signals.ts";
+import { FORWARDED, SIGNAL_TABLE } from "../src/signals.ts";
 
 Deno.test("wait statuses decode as the sys/wait.h macros do", () => {
   assertEquals(decodeWaitStatus(0), { kind: "exited", code: 0 });
@@ -56,4 +56,9 @@ Deno.test("signal table: one row per signal 1..31, crash signals never forwarded
     assertEquals(SIGNAL_TABLE.find((row) => row.name === name)?.action, "never", name);
   }
   for (const row of SIGNAL_TABLE) assertOk(row.why.length > 10, row.name);
+});
+
+Deno.test("the test children listen for exactly the signals denit forwards", async () => {
+  const { FORWARDABLE } = await import("../fixtures/signal_names.ts");
+  assertEquals([...FORWARDABLE].sort(), FORWARDED.map((row) => row.name).sort());
 });

@@ -59,6 +59,16 @@ function bind(source: string, destination: string, readonly: boolean) {
   };
 }
 
+// The capabilities the tests need: signal the child, chown as --chown does, run as others.
+const CAPABILITIES = [
+  "CAP_KILL",
+  "CAP_CHOWN",
+  "CAP_FOWNER",
+  "CAP_DAC_OVERRIDE",
+  "CAP_SETUID",
+  "CAP_SETGID",
+];
+
 function config(spec: ContainerSpec): Record<string, unknown> {
   const namespaces = ["pid", "ipc", "uts", "mount", ...(spec.hostNetwork ? [] : ["network"])];
   return {
@@ -70,30 +80,9 @@ function config(spec: ContainerSpec): Record<string, unknown> {
       env: ["PATH=/usr/bin:/bin", ...(spec.env ?? [])],
       cwd: "/",
       capabilities: {
-        bounding: [
-          "CAP_KILL",
-          "CAP_CHOWN",
-          "CAP_FOWNER",
-          "CAP_DAC_OVERRIDE",
-          "CAP_SETUID",
-          "CAP_SETGID",
-        ],
-        effective: [
-          "CAP_KILL",
-          "CAP_CHOWN",
-          "CAP_FOWNER",
-          "CAP_DAC_OVERRIDE",
-          "CAP_SETUID",
-          "CAP_SETGID",
-        ],
-        permitted: [
-          "CAP_KILL",
-          "CAP_CHOWN",
-          "CAP_FOWNER",
-          "CAP_DAC_OVERRIDE",
-          "CAP_SETUID",
-          "CAP_SETGID",
-        ],
+        bounding: CAPABILITIES,
+        effective: CAPABILITIES,
+        permitted: CAPABILITIES,
       },
       rlimits: [{ type: "RLIMIT_NOFILE", hard: 4096, soft: 4096 }],
       noNewPrivileges: true,
