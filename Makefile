@@ -64,7 +64,7 @@ lint: $(DENO)
 	$(DENO) lint
 
 check: $(DENO)
-	$(DENO) check mod.ts init.ts src/ tests/ fixtures/
+	$(DENO) check mod.ts init.ts src/ tests/ fixtures/ bench/
 
 test: setup bundle rootfs fmt lint check
 	$(DENO) test --allow-all --no-prompt tests/

@@ -248,6 +248,11 @@ export function renderResults(f: Figures): string {
         ratio(f.exit[n], f.exit.tini),
       ]),
       [
+        "denit with the health endpoint listening",
+        fixed(f.exit.denitHealth / 1000, 2),
+        ratio(f.exit.denitHealth, f.exit.tini),
+      ],
+      [
         "Deno floor: Deno.Command + Deno.exit",
         fixed(f.exit.floor / 1000, 2),
         ratio(f.exit.floor, f.exit.tini),

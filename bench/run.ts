@@ -201,6 +201,8 @@ function exitPropagation(repeats: number): Figures["exit"] {
   const cases: Array<[string, string[]]> = [
     ["direct", ["--"]],
     ["floor", [DENO, ...RUN, `${HERE}floor_spawn.js`, "--"]],
+    // The health server must not delay the exit: the same with it listening.
+    ["denitHealth", [DENO, ...RUN, BUNDLE, "-s", "--health-addr", "127.0.0.1:0", "--"]],
     ...NAMES.map((name): [string, string[]] => [name, SUPERVISORS[name]]),
   ];
   const runs: Record<string, number[]> = {};
