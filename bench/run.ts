@@ -6,13 +6,14 @@
  * Usage: run.ts PROBE DENO BUNDLE OUT_DIR [--quick]
  */
 
+import { RUN_FLAGS } from "../src/runtime_flags.ts";
 import { renderChart } from "./chart.ts";
 import { type Figures, renderResults } from "./report.ts";
 
 const [PROBE, DENO, BUNDLE, OUT] = Deno.args;
 const QUICK = Deno.args.includes("--quick");
 const HERE = new URL(".", import.meta.url).pathname;
-const RUN = ["run", "--quiet", "--no-config", "--no-lock", "--allow-all", "--no-prompt"];
+const RUN = RUN_FLAGS;
 
 /** Each supervisor's argv up to and including its "--" (not PID 1: subreaper where offered). */
 const SUPERVISORS: Record<string, string[]> = {
@@ -250,6 +251,8 @@ async function waitListening(port: number): Promise<void> {
 async function health(seconds: number): Promise<Figures["health"]> {
   log(`health: wrk -c50 for ${seconds}s against the floor, denit, and denit while reaping`);
   const result: Figures["health"] = {};
+  // 1,000 orphans per second for as long as wrk runs, and a little longer.
+  const orphanStream = [PROBE, "orphans", "stream", "1000", String(seconds + 3)];
   const servers: Array<[string, string[]]> = [
     ["floor", [DENO, ...RUN, `${HERE}floor_serve.js`, "17631"]],
     ["denit", [
@@ -275,11 +278,7 @@ async function health(seconds: number): Promise<Figures["health"]> {
       "--health-addr",
       "127.0.0.1:17633",
       "--",
-      PROBE,
-      "orphans",
-      "stream",
-      "1000",
-      String(seconds + 3),
+      ...orphanStream,
     ]],
   ];
   // The floor again under the same orphan load, made beside it by tini as PID 1: what the
@@ -288,19 +287,7 @@ async function health(seconds: number): Promise<Figures["health"]> {
   for (const [name, argv] of servers) {
     const port = Number(/1763\d/.exec(argv.join(" "))?.[0]);
     const load = name !== "floorReaping" ? null : new Deno.Command("unshare", {
-      args: [
-        "--pid",
-        "--fork",
-        "--mount-proc",
-        "--kill-child",
-        "tini",
-        "--",
-        PROBE,
-        "orphans",
-        "stream",
-        "1000",
-        String(seconds + 3),
-      ],
+      args: ["--pid", "--fork", "--mount-proc", "--kill-child", "tini", "--", ...orphanStream],
       stdout: "null",
     }).spawn();
     const child = new Deno.Command(argv[0], {

@@ -8,11 +8,10 @@ import { CopyError, describeError, type Item, planCopy, type Root, rootsFor } fr
 import { ExitCode } from "./exit_codes.ts";
 import { printErr, printOut } from "./log.ts";
 import { RUN_FLAGS } from "./runtime_flags.ts";
+import { parseSignal } from "./signals.ts";
 
-const STOP_SIGNALS: ReadonlyArray<[Deno.Signal, number]> = [["SIGTERM", 15], ["SIGINT", 2], [
-  "SIGHUP",
-  1,
-]];
+/** The signals that stop a copy; their numbers come from the one signal table. */
+const STOP_SIGNALS: readonly Deno.Signal[] = ["SIGTERM", "SIGINT", "SIGHUP"];
 
 /** What `denit init` copies for the form denit runs in, and the entrypoint that results. */
 export function initRoots(dest: string): { roots: Root[]; entrypoint: string[] } {
@@ -95,7 +94,8 @@ async function execute(invocation: CopyInvocation, roots: Root[]): Promise<numbe
     }
   }
   const run = new CopyRun(invocation);
-  const listeners = STOP_SIGNALS.map(([name, signo]) => {
+  const listeners = STOP_SIGNALS.map((name) => {
+    const signo = parseSignal(name);
     const listener = () => run.interrupt(signo);
     Deno.addSignalListener(name, listener);
     return [name, listener] as const;

@@ -8,7 +8,6 @@ import type { Config } from "./cli.ts";
 import { execFailure, resolveCommand } from "./command.ts";
 import {
   becomeSubreaper,
-  canSetForegroundOnSpawn,
   Errno,
   errnoMessage,
   ignoreSignal,
@@ -135,8 +134,8 @@ export class Supervisor {
   }
 
   #spawn(path: Uint8Array, argv: readonly Uint8Array[]): SpawnResult {
-    const foreground = isControllingTerminal(0) && canSetForegroundOnSpawn();
-    if (!foreground) return spawn({ path, argv });
+    // spawn() itself falls back to no hand-over where glibc lacks it (before 2.35).
+    if (!isControllingTerminal(0)) return spawn({ path, argv });
     const result = spawn({ path, argv, foregroundFd: 0 });
     if (result.kind === "spawned" || result.stage !== "foreground") return result;
     this.#log.warn("cannot give the terminal to the child", { errno: result.errno });
@@ -208,6 +207,8 @@ export class Supervisor {
     const result = sendSignal(target, signo);
     if (result.ok) {
       this.#forwarded.set(signal, (this.#forwarded.get(signal) ?? 0) + 1);
+      // Per-signal path: build the log line only when it is shown.
+      if (!this.#log.enabled("info")) return;
       const from = received === 0 ? "grace expired" : signalName(received);
       this.#log.info("signal sent", { signal, from, target });
     } else if (result.errno === Errno.ESRCH) {

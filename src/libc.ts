@@ -199,17 +199,6 @@ export function decodeWaitStatus(raw: number): ExitStatus {
   return { kind: "signaled", signo: termsig, coreDumped: (raw & 0x80) !== 0 }; // WTERMSIG, WCOREDUMP
 }
 
-/** waitpid(-1, WNOHANG): reaps one terminated child if there is one, without blocking. */
-export function reapOne(): WaitResult {
-  const status = new Int32Array(1);
-  const pid = libc.symbols.waitpid(-1, status, WNOHANG);
-  if (pid > 0) return { kind: "reaped", pid, status: decodeWaitStatus(status[0]) };
-  if (pid === 0) return { kind: "none" };
-  const code = errno();
-  // waitpid(2): ECHILD means the caller has no children left, waited-for or not.
-  return code === Errno.ECHILD ? { kind: "no-children" } : { kind: "failed", errno: code };
-}
-
 const drainStatus = new Int32Array(1);
 
 /**
@@ -224,6 +213,15 @@ export function reapNext(): number {
 /** The status of the child `reapNext()` last returned. */
 export function lastDrainedStatus(): ExitStatus {
   return decodeWaitStatus(drainStatus[0]);
+}
+
+/** waitpid(-1, WNOHANG) as a WaitResult: reaps one terminated child, without blocking. */
+export function reapOne(): WaitResult {
+  const pid = reapNext();
+  if (pid > 0) return { kind: "reaped", pid, status: lastDrainedStatus() };
+  if (pid === 0) return { kind: "none" };
+  // waitpid(2): ECHILD means the caller has no children left, waited-for or not.
+  return pid === -Errno.ECHILD ? { kind: "no-children" } : { kind: "failed", errno: -pid };
 }
 
 /**

@@ -4,19 +4,11 @@
  */
 
 import { ROOT } from "../helpers.ts";
+import { RUN_FLAGS } from "../../src/runtime_flags.ts";
 
-/** The denit rootfs (`make rootfs`) and the runtime flags of its entrypoint. */
+/** The denit rootfs (`make rootfs`) and its entrypoint: the image's Deno on the bundle. */
 export const DENIT_ROOTFS = `${ROOT}dist/rootfs`;
-export const DENIT_ENTRY = [
-  "/deno",
-  "run",
-  "--quiet",
-  "--no-config",
-  "--no-lock",
-  "--allow-all",
-  "--no-prompt",
-  "/denit.js",
-];
+export const DENIT_ENTRY = ["/deno", ...RUN_FLAGS, "/denit.js"];
 /** The test child, run by the image's Deno from the read-only /fixtures mount. */
 export const CHILD = [
   "/deno",
