@@ -2,17 +2,32 @@
  * denit: a tini-style PID 1 for containers. Runs one command, forwards signals to it, reaps
  * every zombie, stops what is left over, and exits with the child's status.
  *
+ * The entry: dispatch to a program, exit with its code. Its only static imports are the signal
+ * inbox and the worker check, so that the inbox's listeners are installed before any other
+ * code is loaded (a `docker stop` in the first milliseconds must not be lost).
+ *
  * @module
  */
 
-import { main } from "./src/main.ts";
-import { isCopyWorker } from "./src/worker_name.ts";
+import { SignalInbox } from "./src/supervise/inbox.ts";
+import { isCopyWorker } from "./src/copy/worker_name.ts";
 
-export { main };
-export type { Config } from "./src/cli.ts";
-export { ExitCode } from "./src/exit_codes.ts";
+export { ExitCode } from "./src/common/exit_codes.ts";
+
+/** Runs denit with the given arguments (without the program name); resolves to the exit code. */
+export async function main(args: readonly string[]): Promise<number> {
+  if (args[0] === "init" || args[0] === "copy") {
+    return await (await import("./src/copy/main.ts")).copyMain(args);
+  }
+  const inbox = SignalInbox.open();
+  const { superviseMain } = await import("./src/supervise/main.ts");
+  return await superviseMain(args, {
+    inbox,
+    loadHealth: async () => (await import("./src/health/endpoint.ts")).startHealth,
+  });
+}
 
 // The same module is the entry of copy mode's worker thread (new Worker(Deno.mainModule)),
 // where import.meta.main is true as well: the worker check comes first.
-if (isCopyWorker()) (await import("./src/copy_worker.ts")).serveCopyJobs();
+if (isCopyWorker()) (await import("./src/copy/worker.ts")).serveCopyJobs();
 else if (import.meta.main) Deno.exit(await main(Deno.args));

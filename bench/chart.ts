@@ -1,6 +1,6 @@
 /** bench/chart.svg: denit against the C inits and the Deno floor, one panel per figure. */
 
-import type { Figures } from "./report.ts";
+import { type Figures, SUPERVISORS } from "./report.ts";
 
 interface Panel {
   title: string;
@@ -22,10 +22,10 @@ function escape(text: string): string {
 }
 
 function panels(f: Figures): Panel[] {
-  const sups = ["tini", "dumb-init", "catatonit", "denit"];
-  const pick = (
-    source: Record<string, number>,
-    floorKey: string,
+  const sups = SUPERVISORS;
+  const pick = <K extends string>(
+    source: Record<(typeof SUPERVISORS)[number] | K, number>,
+    floorKey: K,
     scale = 1,
   ): Array<[string, number]> => [
     ...sups.map((n): [string, number] => [n, source[n] / scale]),
@@ -49,7 +49,13 @@ function panels(f: Figures): Panel[] {
       unit: "µs",
       better: "lower",
       bars: pick(
-        Object.fromEntries(Object.entries(f.signals).map(([k, v]) => [k, v.medianUs])),
+        {
+          tini: f.signals.tini.medianUs,
+          "dumb-init": f.signals["dumb-init"].medianUs,
+          catatonit: f.signals.catatonit.medianUs,
+          denit: f.signals.denit.medianUs,
+          floor: f.signals.floor.medianUs,
+        },
         "floor",
       ),
     },

@@ -1,5 +1,30 @@
 /** The figures of one `make bench` run, and bench/RESULTS.md rendered from them. */
 
+/** The baselines and denit. */
+export const SUPERVISORS = ["tini", "dumb-init", "catatonit", "denit"] as const;
+/** One of SUPERVISORS. */
+export type Supervisor = typeof SUPERVISORS[number];
+/** Rows of the start-up and memory tables. */
+export const START_ROWS = [...SUPERVISORS, "floorEmpty", "floorSpawn", "floorFfi"] as const;
+/** Rows of the signal table. */
+export const SIGNAL_ROWS = ["direct", ...SUPERVISORS, "floor"] as const;
+/** Rows of the exit-propagation table. */
+export const EXIT_ROWS = ["direct", ...SUPERVISORS, "floor", "denitHealth"] as const;
+/** Rows of the health table. */
+export const HEALTH_ROWS = ["floor", "denit", "denitReaping", "floorReaping"] as const;
+/** The copy fixtures. */
+export const COPY_ROWS = ["big", "small"] as const;
+
+/** A value for each of `keys`. */
+export function recordOf<K extends string, V>(
+  keys: readonly K[],
+  value: (key: K) => V,
+): Record<K, V> {
+  const out = {} as Record<K, V>; // filled for every key just below
+  for (const key of keys) out[key] = value(key);
+  return out;
+}
+
 /** Everything one run measured. */
 export interface Figures {
   machine: {
@@ -12,24 +37,28 @@ export interface Figures {
   };
   quick: boolean;
   /** Wall time of `SUP -- /bin/true` minus `/bin/true` alone, µs. */
-  start: { alone: number; overheadUs: Record<string, number> };
-  memory: { rssKiB: Record<string, number>; hwmKiB: Record<string, number> };
+  start: { alone: number; overheadUs: Record<typeof START_ROWS[number], number> };
+  memory: {
+    rssKiB: Record<typeof START_ROWS[number], number>;
+    hwmKiB: Record<typeof START_ROWS[number], number>;
+  };
   signals: Record<
-    string,
+    typeof SIGNAL_ROWS[number],
     { medianUs: number; p99Us: number; maxUs: number; lost: number; count: number }
   >;
   reaping: Record<
-    string,
+    Supervisor,
     { perSecond: number; peak: number; left: number; streamPeakBacklog: number; streamLeft: number }
   >;
   /** µs from the child's _exit to the supervisor's exit seen by its parent. */
-  exit: Record<string, number>;
-  health: Record<string, { rps: number; p50Ms: number; p99Ms: number; zombiesLeft: number | null }>;
-  copy: Record<string, { cpMs: number; denitMs: number }>;
+  exit: Record<typeof EXIT_ROWS[number], number>;
+  health: Record<
+    typeof HEALTH_ROWS[number],
+    { rps: number; p50Ms: number; p99Ms: number; zombiesLeft: number | null }
+  >;
+  copy: Record<typeof COPY_ROWS[number], { cpMs: number; denitMs: number }>;
   seconds: number;
 }
-
-const SUPERVISORS = ["tini", "dumb-init", "catatonit", "denit"];
 
 function ratio(value: number, base: number): string {
   return base > 0 && Number.isFinite(value) ? `${(value / base).toFixed(2)}x` : "-";
@@ -215,7 +244,7 @@ export function renderResults(f: Figures): string {
     `## 3. Signal forwarding: \`kill(SUP, SIGUSR1)\` to the child's handler and back through a pipe`,
     `${f.signals.denit.count} signals 1 ms apart per supervisor; "direct" signals the child itself (the measuring floor).`,
     table(["supervisor", "median µs", "p99 µs", "max µs", "lost", "median vs tini"], [
-      ...["direct", ...SUPERVISORS, "floor"].map((n) => [
+      ...SIGNAL_ROWS.map((n) => [
         n === "floor" ? "Deno floor: listener + Deno.kill" : n,
         fixed(f.signals[n].medianUs),
         fixed(f.signals[n].p99Us),
@@ -240,7 +269,7 @@ export function renderResults(f: Figures): string {
     ),
     `## 5. Exit propagation: the child's \`_exit\` to the supervisor's exit seen by its parent`,
     table(["supervisor", "ms", "vs tini"], [
-      ...["direct", ...SUPERVISORS].map((
+      ...(["direct", ...SUPERVISORS] as const).map((
         n,
       ) => [
         n === "direct" ? "no supervisor (child's own teardown)" : n,

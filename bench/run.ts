@@ -6,24 +6,35 @@
  * Usage: run.ts PROBE DENO BUNDLE OUT_DIR [--quick]
  */
 
-import { RUN_FLAGS } from "../src/runtime_flags.ts";
+import { RUN_FLAGS } from "../src/common/runtime.ts";
 import { renderChart } from "./chart.ts";
-import { type Figures, renderResults } from "./report.ts";
+import {
+  COPY_ROWS,
+  EXIT_ROWS,
+  type Figures,
+  HEALTH_ROWS,
+  recordOf,
+  renderResults,
+  SIGNAL_ROWS,
+  START_ROWS,
+  type Supervisor,
+  SUPERVISORS as NAMES,
+} from "./report.ts";
 
-const [PROBE, DENO, BUNDLE, OUT] = Deno.args;
+const [PROBE = "", DENO = "", BUNDLE = "", OUT = ""] = Deno.args;
 const QUICK = Deno.args.includes("--quick");
 const HERE = new URL(".", import.meta.url).pathname;
 const RUN = RUN_FLAGS;
 
 /** Each supervisor's argv up to and including its "--" (not PID 1: subreaper where offered). */
-const SUPERVISORS: Record<string, string[]> = {
+const SUPERVISORS: Record<Supervisor, string[]> = {
   tini: ["tini", "-s", "--"],
   "dumb-init": ["dumb-init", "--"],
   catatonit: ["catatonit", "--"],
   denit: [DENO, ...RUN, BUNDLE, "-s", "--"],
 };
 /** The same as PID 1 of a PID namespace. */
-const AS_PID1: Record<string, string[]> = {
+const AS_PID1: Record<Supervisor, string[]> = {
   tini: ["tini", "--"],
   "dumb-init": ["dumb-init", "--"],
   catatonit: ["catatonit", "--"],
@@ -32,7 +43,27 @@ const AS_PID1: Record<string, string[]> = {
 const FLOOR_SPAWN = [DENO, ...RUN, `${HERE}floor_spawn.js`];
 const FLOOR_EMPTY = [DENO, ...RUN, `${HERE}floor_empty.js`];
 const FLOOR_FFI = [DENO, ...RUN, `${HERE}floor_ffi.js`];
-const NAMES = Object.keys(SUPERVISORS);
+
+/** Collected samples by row. */
+class Samples<K extends string> {
+  readonly #values = new Map<K, number[]>();
+  push(key: K, value: number): void {
+    const list = this.#values.get(key) ?? [];
+    list.push(value);
+    this.#values.set(key, list);
+  }
+  get(key: K): number[] {
+    return this.#values.get(key) ?? [];
+  }
+  median(key: K): number {
+    return median(this.get(key));
+  }
+}
+
+function command(argv: readonly string[]): Deno.Command {
+  const [program = "", ...args] = argv;
+  return new Deno.Command(program, { args, stdout: "piped", stderr: "inherit" });
+}
 
 function log(message: string): void {
   Deno.stderr.writeSync(new TextEncoder().encode(`bench: ${message}\n`));
@@ -42,14 +73,15 @@ function shuffled<T>(items: readonly T[]): T[] {
   const out = [...items];
   for (let i = out.length - 1; i > 0; i--) {
     const j = Math.floor(Math.random() * (i + 1));
-    [out[i], out[j]] = [out[j], out[i]];
+    const [a, b] = [out[i], out[j]];
+    if (a !== undefined && b !== undefined) [out[i], out[j]] = [b, a];
   }
   return out;
 }
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
+  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
 }
 
 function probe(args: string[]): Record<string, number> {
@@ -64,27 +96,19 @@ function probe(args: string[]): Record<string, number> {
 
 function startOverhead(repeats: number): Figures["start"] {
   log(`start overhead: ${repeats} rounds`);
-  const runs: Record<string, number[]> = {
-    alone: [],
-    floorEmpty: [],
-    floorSpawn: [],
-    floorFfi: [],
-  };
-  for (const name of NAMES) runs[name] = [];
-  const cases: Array<[string, string[]]> = [
+  const runs = new Samples<typeof START_ROWS[number] | "alone">();
+  const cases: Array<[typeof START_ROWS[number] | "alone", string[]]> = [
     ["alone", ["/bin/true"]],
     ["floorEmpty", FLOOR_EMPTY],
     ["floorSpawn", [...FLOOR_SPAWN, "/bin/true"]],
     ["floorFfi", [...FLOOR_FFI, "/bin/true"]],
-    ...NAMES.map((name): [string, string[]] => [name, [...SUPERVISORS[name], "/bin/true"]]),
+    ...NAMES.map((name): [Supervisor, string[]] => [name, [...SUPERVISORS[name], "/bin/true"]]),
   ];
   for (let round = 0; round < repeats; round++) {
-    for (const [name, argv] of shuffled(cases)) runs[name].push(probe(["time", ...argv]).us);
+    for (const [name, argv] of shuffled(cases)) runs.push(name, probe(["time", ...argv]).us ?? NaN);
   }
-  const alone = median(runs.alone);
-  const result: Figures["start"] = { alone, overheadUs: {} };
-  for (const name of Object.keys(runs)) result.overheadUs[name] = median(runs[name]) - alone;
-  return result;
+  const alone = runs.median("alone");
+  return { alone, overheadUs: recordOf(START_ROWS, (name) => runs.median(name) - alone) };
 }
 
 function statusField(pid: number, field: string): number {
@@ -102,77 +126,79 @@ function childrenOf(pid: number): string {
 
 async function memory(repeats: number): Promise<Figures["memory"]> {
   log(`memory: ${repeats} rounds`);
-  const cases: Array<[string, string[], boolean]> = [
+  const cases: Array<[typeof START_ROWS[number], string[], boolean]> = [
     ["floorEmpty", [...FLOOR_EMPTY, "sleep"], false],
     ["floorSpawn", [...FLOOR_SPAWN, "sleep", "30"], true],
     ["floorFfi", [...FLOOR_FFI, "sleep", "30"], true],
     ...NAMES.map((
       name,
-    ): [string, string[], boolean] => [name, [...SUPERVISORS[name], "sleep", "30"], true]),
+    ): [Supervisor, string[], boolean] => [name, [...SUPERVISORS[name], "sleep", "30"], true]),
   ];
-  const rss: Record<string, number[]> = {};
-  const hwm: Record<string, number[]> = {};
+  const rss = new Samples<typeof START_ROWS[number]>();
+  const hwm = new Samples<typeof START_ROWS[number]>();
   for (let round = 0; round < repeats; round++) {
     for (const [name, argv, hasChild] of shuffled(cases)) {
-      const child = new Deno.Command(argv[0], {
-        args: argv.slice(1),
-        stdout: "null",
-        stderr: "null",
-      }).spawn();
+      const [program = "", ...args] = argv;
+      const child = new Deno.Command(program, { args, stdout: "null", stderr: "null" }).spawn();
       const deadline = Date.now() + 10_000;
       // Sampled once the supervisor's child runs, and after a settle time for lazy start-up work.
       while (hasChild && childrenOf(child.pid) === "" && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 5));
       }
       await new Promise((r) => setTimeout(r, 300));
-      (rss[name] ??= []).push(statusField(child.pid, "VmRSS"));
-      (hwm[name] ??= []).push(statusField(child.pid, "VmHWM"));
+      rss.push(name, statusField(child.pid, "VmRSS"));
+      hwm.push(name, statusField(child.pid, "VmHWM"));
       child.kill("SIGTERM");
       await child.status;
     }
   }
-  const result: Figures["memory"] = { rssKiB: {}, hwmKiB: {} };
-  for (const name of Object.keys(rss)) {
-    result.rssKiB[name] = median(rss[name]);
-    result.hwmKiB[name] = median(hwm[name]);
-  }
-  return result;
+  return {
+    rssKiB: recordOf(START_ROWS, (name) => rss.median(name)),
+    hwmKiB: recordOf(START_ROWS, (name) => hwm.median(name)),
+  };
 }
 
 function signals(count: number): Figures["signals"] {
   log(`signal forwarding: ${count} signals per supervisor`);
-  const cases: Array<[string, string[]]> = [
-    ["direct", ["--"]],
-    ["floor", [DENO, ...RUN, `${HERE}floor_forward.js`, "--"]],
-    ...NAMES.map((name): [string, string[]] => [name, SUPERVISORS[name]]),
-  ];
-  const result: Figures["signals"] = {};
-  for (const [name, sup] of shuffled(cases)) {
-    const r = probe(["siglat", String(count), ...sup]);
-    result[name] = {
-      medianUs: r.median_us,
-      p99Us: r.p99_us,
-      maxUs: r.max_us,
-      lost: r.lost,
-      count: r.count,
-    };
+  const argv = recordOf(
+    SIGNAL_ROWS,
+    (name) =>
+      name === "direct"
+        ? ["--"]
+        : name === "floor"
+        ? [DENO, ...RUN, `${HERE}floor_forward.js`, "--"]
+        : SUPERVISORS[name],
+  );
+  const measured = new Map<string, Record<string, number>>();
+  for (const name of shuffled(SIGNAL_ROWS)) {
+    measured.set(name, probe(["siglat", String(count), ...argv[name]]));
   }
-  return result;
+  return recordOf(SIGNAL_ROWS, (name) => {
+    const r = measured.get(name) ?? {};
+    return {
+      medianUs: r.median_us ?? NaN,
+      p99Us: r.p99_us ?? NaN,
+      maxUs: r.max_us ?? NaN,
+      lost: r.lost ?? NaN,
+      count: r.count ?? NaN,
+    };
+  });
 }
 
 function reaping(count: number, repeats: number, streamRate: number): Figures["reaping"] {
   log(`reaping: ${count} orphans at once, ${repeats} rounds; a stream of ${streamRate}/s`);
   const pidns = ["unshare", "--pid", "--fork", "--mount-proc"];
-  const burst: Record<string, Array<Record<string, number>>> = {};
+  const burst = new Map<Supervisor, Array<Record<string, number>>>();
   for (let round = 0; round < repeats; round++) {
     for (const name of shuffled(NAMES)) {
       const argv = [...pidns, ...AS_PID1[name], PROBE, "orphans", "burst", String(count)];
-      const out = new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped" }).outputSync();
-      (burst[name] ??= []).push(JSON.parse(new TextDecoder().decode(out.stdout).trim()));
+      const out = command(argv).outputSync();
+      const runs = burst.get(name) ?? [];
+      runs.push(JSON.parse(new TextDecoder().decode(out.stdout).trim()));
+      burst.set(name, runs);
     }
   }
-  const result: Figures["reaping"] = {};
-  for (const name of NAMES) {
+  return recordOf(NAMES, (name) => {
     const stream = (() => {
       const argv = [
         ...pidns,
@@ -183,38 +209,39 @@ function reaping(count: number, repeats: number, streamRate: number): Figures["r
         String(streamRate),
         "5",
       ];
-      const out = new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped" }).outputSync();
+      const out = command(argv).outputSync();
       return JSON.parse(new TextDecoder().decode(out.stdout).trim());
     })();
-    result[name] = {
-      perSecond: median(burst[name].map((r) => r.per_second)),
-      peak: Math.max(...burst[name].map((r) => r.peak)),
-      left: Math.max(...burst[name].map((r) => r.left)),
+    const runs = burst.get(name) ?? [];
+    return {
+      perSecond: median(runs.map((r) => r.per_second ?? NaN)),
+      peak: Math.max(...runs.map((r) => r.peak ?? NaN)),
+      left: Math.max(...runs.map((r) => r.left ?? NaN)),
       streamPeakBacklog: stream.peak_backlog,
       streamLeft: stream.left,
     };
-  }
-  return result;
+  });
 }
 
 function exitPropagation(repeats: number): Figures["exit"] {
   log(`exit propagation: ${repeats} rounds`);
-  const cases: Array<[string, string[]]> = [
-    ["direct", ["--"]],
-    ["floor", [DENO, ...RUN, `${HERE}floor_spawn.js`, "--"]],
-    // The health server must not delay the exit: the same with it listening.
-    ["denitHealth", [DENO, ...RUN, BUNDLE, "-s", "--health-addr", "127.0.0.1:0", "--"]],
-    ...NAMES.map((name): [string, string[]] => [name, SUPERVISORS[name]]),
-  ];
-  const runs: Record<string, number[]> = {};
+  const argv = recordOf(
+    EXIT_ROWS,
+    (name) =>
+      name === "direct" ? ["--"] : name === "floor"
+        ? [DENO, ...RUN, `${HERE}floor_spawn.js`, "--"]
+        // The health server must not delay the exit: the same with it listening.
+        : name === "denitHealth"
+        ? [DENO, ...RUN, BUNDLE, "-s", "--health-addr", "127.0.0.1:0", "--"]
+        : SUPERVISORS[name],
+  );
+  const runs = new Samples<typeof EXIT_ROWS[number]>();
   for (let round = 0; round < repeats; round++) {
-    for (const [name, sup] of shuffled(cases)) {
-      (runs[name] ??= []).push(probe(["exitlat", ...sup]).us);
+    for (const name of shuffled(EXIT_ROWS)) {
+      runs.push(name, probe(["exitlat", ...argv[name]]).us ?? NaN);
     }
   }
-  const result: Figures["exit"] = {};
-  for (const name of Object.keys(runs)) result[name] = median(runs[name]);
-  return result;
+  return recordOf(EXIT_ROWS, (name) => runs.median(name));
 }
 
 function wrk(url: string, seconds: number): { rps: number; p50Ms: number; p99Ms: number } {
@@ -250,10 +277,10 @@ async function waitListening(port: number): Promise<void> {
 
 async function health(seconds: number): Promise<Figures["health"]> {
   log(`health: wrk -c50 for ${seconds}s against the floor, denit, and denit while reaping`);
-  const result: Figures["health"] = {};
+  const result = new Map<string, Figures["health"]["floor"]>();
   // 1,000 orphans per second for as long as wrk runs, and a little longer.
   const orphanStream = [PROBE, "orphans", "stream", "1000", String(seconds + 3)];
-  const servers: Array<[string, string[]]> = [
+  const servers: Array<[typeof HEALTH_ROWS[number], string[]]> = [
     ["floor", [DENO, ...RUN, `${HERE}floor_serve.js`, "17631"]],
     ["denit", [
       DENO,
@@ -290,24 +317,25 @@ async function health(seconds: number): Promise<Figures["health"]> {
       args: ["--pid", "--fork", "--mount-proc", "--kill-child", "tini", "--", ...orphanStream],
       stdout: "null",
     }).spawn();
-    const child = new Deno.Command(argv[0], {
-      args: argv.slice(1),
-      stdout: "piped",
-      stderr: "null",
-    }).spawn();
+    const [program = "", ...args] = argv;
+    const child = new Deno.Command(program, { args, stdout: "piped", stderr: "null" }).spawn();
     const stdout = new Response(child.stdout).text();
     try {
       await waitListening(port);
       const path = name.startsWith("floor") ? "/" : "/healthz";
-      result[name] = { ...wrk(`http://127.0.0.1:${port}${path}`, seconds), zombiesLeft: null };
+      result.set(name, { ...wrk(`http://127.0.0.1:${port}${path}`, seconds), zombiesLeft: null });
     } finally {
       if (name !== "denitReaping") child.kill("SIGTERM");
     }
     await child.status;
     await load?.status;
-    if (name === "denitReaping") result[name].zombiesLeft = JSON.parse((await stdout).trim()).left;
+    const measured = result.get(name);
+    if (name === "denitReaping" && measured !== undefined) {
+      measured.zombiesLeft = JSON.parse((await stdout).trim()).left;
+    }
   }
-  return result;
+  const missing = { rps: NaN, p50Ms: NaN, p99Ms: NaN, zombiesLeft: null };
+  return recordOf(HEALTH_ROWS, (name) => result.get(name) ?? missing);
 }
 
 function sh(command: string): void {
@@ -332,28 +360,28 @@ function copy(repeats: number): Figures["copy"] {
         for (let c = 0; c < 100; c++) Deno.writeFileSync(`${dir}/small/d${a}/e${b}/f${c}`, blob);
       }
     }
-    const result: Figures["copy"] = {};
+    const result = new Map<string, Figures["copy"]["big"]>();
     const argvFor = (tool: string, fixture: string) =>
       tool === "cp"
         ? ["cp", "-a", `${dir}/${fixture}`, `${dir}/out`]
         : [DENO, ...RUN, BUNDLE, "copy", `${dir}/${fixture}/.`, `${dir}/out`];
-    for (const fixture of ["big", "small"]) {
+    for (const fixture of COPY_ROWS) {
       // One untimed round each first: the first copies after the fixture was written run at
       // half speed for cp and denit alike (page allocation on the fresh tmpfs).
       for (const tool of ["cp", "denit"]) {
         sh(`rm -rf ${dir}/out`);
         probe(["time", ...argvFor(tool, fixture)]);
       }
-      const runs: Record<string, number[]> = { cp: [], denit: [] };
+      const runs = new Samples<"cp" | "denit">();
       for (let round = 0; round < repeats; round++) {
-        for (const tool of shuffled(["cp", "denit"])) {
+        for (const tool of shuffled(["cp", "denit"] as const)) {
           sh(`rm -rf ${dir}/out`);
-          runs[tool].push(probe(["time", ...argvFor(tool, fixture)]).us / 1000);
+          runs.push(tool, (probe(["time", ...argvFor(tool, fixture)]).us ?? NaN) / 1000);
         }
       }
-      result[fixture] = { cpMs: median(runs.cp), denitMs: median(runs.denit) };
+      result.set(fixture, { cpMs: runs.median("cp"), denitMs: runs.median("denit") });
     }
-    return result;
+    return recordOf(COPY_ROWS, (name) => result.get(name) ?? { cpMs: NaN, denitMs: NaN });
   } finally {
     sh(`umount ${dir} && rmdir ${dir}`);
   }
@@ -364,10 +392,10 @@ function machine(): Figures["machine"] {
   const git = new Deno.Command("git", { args: ["rev-parse", "--short", "HEAD"], stdout: "piped" })
     .outputSync();
   const version = (argv: string[]) => {
-    const out = new Deno.Command(argv[0], { args: argv.slice(1), stdout: "piped", stderr: "piped" })
-      .outputSync();
+    const [program = "", ...args] = argv;
+    const out = new Deno.Command(program, { args, stdout: "piped", stderr: "piped" }).outputSync();
     return new TextDecoder().decode(out.stdout).trim().split("\n")[0] ||
-      new TextDecoder().decode(out.stderr).trim().split("\n")[0];
+      new TextDecoder().decode(out.stderr).trim().split("\n")[0] || "?";
   };
   return {
     date: new Date().toISOString().slice(0, 16).replace("T", " ") + " UTC",

@@ -29,3 +29,9 @@ export function assertThrows(
     return true;
   });
 }
+
+/** The value, which must be there (an index the test knows exists). */
+export function defined<T>(value: T | undefined | null, what = "value"): T {
+  assert.ok(value !== undefined && value !== null, `${what} is missing`);
+  return value;
+}

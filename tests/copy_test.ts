@@ -1,7 +1,7 @@
 /** `denit copy` on real files in temporary directories. */
 
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
-import { CAN_UNSHARE, DENIT, run, Running } from "./helpers.ts";
+import { CAN_UNSHARE, DENIT, names, run, Running, waitUntil, writeFixture } from "./helpers.ts";
 
 async function tree(root: string): Promise<Map<string, string>> {
   // path → "kind mode size mtime-ns target" for every entry below root.
@@ -156,8 +156,8 @@ Deno.test("never writes through a symlink in DEST; never follows one out of SRC"
       refused.stderr,
       `denit copy: Refusing to write through the symlink "${dir}/dest/bin"\n`,
     );
-    assertEquals([...Deno.readDirSync(`${dir}/outside`)].map((e) => e.name), ["victim"]);
-    assertEquals([...Deno.readDirSync(`${dir}/dest`)].map((e) => e.name), ["bin"]);
+    assertEquals(names(`${dir}/outside`), ["victim"]);
+    assertEquals(names(`${dir}/dest`), ["bin"]);
     // A file in SRC meets a symlink in DEST: the link itself is replaced, its target untouched.
     await Deno.remove(`${dir}/dest/bin`);
     await Deno.symlink(`${dir}/outside/victim`, `${dir}/dest/blob`);
@@ -259,7 +259,7 @@ Deno.test("usage errors exit 2 with one line", async () => {
     assertEquals(result.code, 2, args.join(" "));
     const lines = result.stderr.trimEnd().split("\n");
     assertEquals(lines.length, 3, result.stderr);
-    assertMatch(lines[0], /^denit: /);
+    assertMatch(lines[0] ?? "", /^denit: /);
   }
 });
 
@@ -307,27 +307,21 @@ Deno.test("disk full: exit 1 naming the file, no partial or temporary file left"
 Deno.test("SIGTERM during a copy: exit 143 and no temporary file left", async () => {
   await withDirs(async (dir) => {
     await Deno.mkdir(`${dir}/src/many`, { recursive: true });
-    for (let i = 0; i < 5000; i++) Deno.writeFileSync(`${dir}/src/many/f${i}`, new Uint8Array(512));
+    for (let i = 0; i < 5000; i++) writeFixture(`${dir}/src/many/f${i}`, new Uint8Array(512));
     await Deno.mkdir(`${dir}/dest`);
     await Deno.writeTextFile(`${dir}/dest/kept`, "existing\n");
     const proc = new Running([DENIT, "copy", "-v", `${dir}/src/.`, `${dir}/dest`]);
     try {
       // -v lines go to stderr; wait for copying to be under way through the filesystem.
-      const deadline = Date.now() + 15_000;
-      while (Date.now() < deadline) {
-        const staged = [...Deno.readDirSync(`${dir}/dest`)].find((e) =>
-          e.name.startsWith(".many.denit-")
-        );
-        if (
-          staged !== undefined && [...Deno.readDirSync(`${dir}/dest/${staged.name}`)].length > 10
-        ) break;
-        await new Promise((resolve) => setTimeout(resolve, 2));
-      }
+      await waitUntil(() => {
+        const staged = names(`${dir}/dest`).find((name) => name.startsWith(".many.denit-"));
+        return staged !== undefined && names(`${dir}/dest/${staged}`).length > 10;
+      }, "the copy to be under way");
       proc.kill("SIGTERM");
       const status = await proc.status();
       assertEquals(status.code, 143, status.stderr);
       assertMatch(status.stderr, /interrupted by signal 15; no temporary file left\n$/);
-      assertEquals([...Deno.readDirSync(`${dir}/dest`)].map((e) => e.name), ["kept"]);
+      assertEquals(names(`${dir}/dest`), ["kept"]);
     } finally {
       await proc.stop();
     }
@@ -340,10 +334,8 @@ Deno.test("a tree large enough for the worker thread is copied exactly", async (
       await Deno.mkdir(`${dir}/src/d${d}`, { recursive: true });
       for (let f = 0; f < 100; f++) {
         const path = `${dir}/src/d${d}/f${f}`;
-        Deno.writeFileSync(path, new TextEncoder().encode(`${d}/${f}\n`.repeat(f)), {
-          mode: 0o600 + f % 8,
-        });
-        Deno.utimeSync(
+        writeFixture(path, new TextEncoder().encode(`${d}/${f}\n`.repeat(f)), 0o600 + f % 8);
+        await Deno.utime(
           path,
           new Date(1_000_000_000_000 + f),
           new Date(1_100_000_000_000 + d * 1000 + f),
@@ -395,7 +387,7 @@ Deno.test("an unreadable file and an unwritable DEST fail with one line, leaving
       unreadable.stderr,
       `denit copy: Cannot read "${dir}/src/.config/deep/er/settings": Permission denied\n`,
     );
-    assertEquals([...Deno.readDirSync(`${dir}/out`)], []);
+    assertEquals(names(`${dir}/out`), []);
     await Deno.mkdir(`${dir}/locked`, { mode: 0o755 });
     await Deno.chmod(`${dir}/locked`, 0o755); // root's, not writable by 65534
     const unwritable = await run([...asNobody, "copy", `${dir}/src/blob`, `${dir}/locked`]);
@@ -404,6 +396,6 @@ Deno.test("an unreadable file and an unwritable DEST fail with one line, leaving
       unwritable.stderr,
       /^denit copy: Cannot write ".*\/locked\/blob": Permission denied\n$/,
     );
-    assertEquals([...Deno.readDirSync(`${dir}/locked`)], []);
+    assertEquals(names(`${dir}/locked`), []);
   });
 });

@@ -17,6 +17,6 @@ Deno.test("Dockerfile pins the Makefile's Deno, compiles with bin/permissions, e
   assertOk(dockerfile.includes('ENTRYPOINT ["/denit", "--"]'));
   // Every file the build stage copies exists.
   for (const match of dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
-    for (const path of match[1].split(" ")) Deno.statSync(`${ROOT}${path}`);
+    for (const path of (match[1] ?? "").split(" ")) Deno.statSync(`${ROOT}${path}`);
   }
 });

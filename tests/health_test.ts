@@ -2,7 +2,7 @@
 
 import parsePrometheus from "parse-prometheus-text-format";
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
-import { DENIT, freePort, killPid, rawHttp, run, Running } from "./helpers.ts";
+import { countFds, DENIT, freePort, killPid, rawHttp, run, Running } from "./helpers.ts";
 
 /** denit with its health endpoint on `address` over a child that prints "ready" and sleeps. */
 async function sleeper(
@@ -19,7 +19,7 @@ async function sleeper(
     "-c",
     "echo ready; exec sleep 30",
     ...(options.args ?? []),
-  ], { env: options.env });
+  ], { env: options.env ?? {} });
   await proc.waitFor(/^ready$/);
   return proc;
 }
@@ -218,7 +218,7 @@ Deno.test("address in use or unusable: exit 125, one line, the child never start
       assertEquals(result.code, 125, address);
       const lines = result.stderr.trimEnd().split("\n");
       assertEquals(lines.length, 1, result.stderr);
-      assertMatch(lines[0], /^denit\[\d+\] error: Cannot serve health on ".+": /);
+      assertMatch(lines[0] ?? "", /^denit\[\d+\] error: Cannot serve health on ".+": /);
       assertOk(!(await Deno.stat(`${dir}/ran`).then(() => true, () => false)), "the child ran");
     }
   } finally {
@@ -245,8 +245,7 @@ Deno.test("a flood of 600 idle connections: fds stay bounded and probes still an
     for (let i = 0; i < 600; i++) conns.push(await Deno.connect({ hostname: "127.0.0.1", port }));
     const probe = await rawHttp(port, "GET /readyz HTTP/1.0\r\n\r\n");
     assertMatch(probe, /^HTTP\/1\.1 200 OK/);
-    let fds = 0;
-    for (const _ of Deno.readDirSync(`/proc/${proc.child.pid}/fd`)) fds++;
+    const fds = countFds(proc.child.pid);
     assertOk(fds < 256 + 64, `denit holds ${fds} descriptors`);
   } finally {
     for (const conn of conns) {

@@ -51,19 +51,26 @@ export function denitArgv(mode: Mode, args: readonly string[]): string[] {
   return mode === "pid1" ? [...PIDNS, DENIT, ...args] : [DENIT, "-s", ...args];
 }
 
+/** argv[0], which every command line here has. */
+export function program(argv: readonly string[]): string {
+  const first = argv[0];
+  if (first === undefined) throw new Error("empty command line");
+  return first;
+}
+
 /** Runs to completion; stdout/stderr as text. Bounded: killed after `timeoutMs`. */
 export async function run(
   argv: readonly string[],
   options: { stdin?: Uint8Array; env?: Record<string, string>; timeoutMs?: number; cwd?: string } =
     {},
 ): Promise<{ code: number; signal: Deno.Signal | null; stdout: string; stderr: string }> {
-  const child = new Deno.Command(argv[0], {
+  const child = new Deno.Command(program(argv), {
     args: argv.slice(1),
     stdin: options.stdin === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
-    env: options.env,
-    cwd: options.cwd,
+    env: options.env ?? {},
+    cwd: options.cwd ?? Deno.cwd(),
   }).spawn();
   const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 20_000);
   if (options.stdin !== undefined) {
@@ -91,12 +98,12 @@ export class Running {
   #closed = false;
 
   constructor(argv: readonly string[], options: { env?: Record<string, string> } = {}) {
-    this.child = new Deno.Command(argv[0], {
+    this.child = new Deno.Command(program(argv), {
       args: argv.slice(1),
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
-      env: options.env,
+      env: options.env ?? {},
     }).spawn();
     void this.#pump();
     this.#stderr = new Response(this.child.stderr).text();
@@ -121,6 +128,13 @@ export class Running {
     const waiters = this.#waiters;
     this.#waiters = [];
     for (const wake of waiters) wake();
+  }
+
+  /** The line at `index`, which must have arrived. */
+  line(index: number): string {
+    const text = this.lines[index];
+    if (text === undefined) throw new Error(`no line ${index}: ${this.lines.join("|")}`);
+    return text;
   }
 
   /** Waits until a line matches (searching from `from`); returns its index. */
@@ -195,7 +209,7 @@ export function hostPid(anchor: number, innerPid: number): number {
     try {
       if (Deno.readLinkSync(`/proc/${entry.name}/ns/pid`) !== namespace) continue;
       const status = Deno.readTextFileSync(`/proc/${entry.name}/status`);
-      const nspid = /^NSpid:\s+(.*)$/m.exec(status)?.[1].trim().split(/\s+/) ?? [];
+      const nspid = /^NSpid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/) ?? [];
       if (Number(nspid.at(-1)) === innerPid) return Number(entry.name);
     } catch {
       // The process ended while we looked: not the one we want.
@@ -268,4 +282,47 @@ export async function rawHttp(
     }
   }
   return text;
+}
+
+/**
+ * Polls `predicate` (reads of /proc or of a directory) until it holds; throws at the deadline,
+ * so that a test never goes on as if the event had happened.
+ */
+export async function waitUntil(
+  predicate: () => boolean,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
+/** The names in a directory, sorted. */
+export function names(dir: string): string[] {
+  return [...Deno.readDirSync(dir)].map((entry) => entry.name).sort();
+}
+
+/** The one-letter state of a process (proc(5)), "" when it is gone. */
+export function processState(pid: number): string {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+  } catch {
+    return ""; // Gone: no state.
+  }
+}
+
+/** Open descriptors of a process. */
+export function countFds(pid: number): number {
+  return [...Deno.readDirSync(`/proc/${pid}/fd`)].length;
+}
+
+/** Writes a file synchronously, for building fixtures in bulk. */
+export function writeFixture(path: string, data: Uint8Array, mode?: number): void {
+  Deno.writeFileSync(path, data, mode === undefined ? {} : { mode });
 }

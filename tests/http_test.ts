@@ -1,7 +1,7 @@
 /** The small HTTP/1.1 server on real loopback sockets: parsing, limits, timeouts, eviction. */
 
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
-import { encodeResponse, HttpServer, parseHead } from "../src/http.ts";
+import { encodeResponse, HttpServer, parseHead } from "../src/health/server.ts";
 import { rawHttp } from "./helpers.ts";
 
 function echoServer(limits = { maxConnections: 4, maxHeaderBytes: 512, requestTimeoutMs: 300 }) {
@@ -17,16 +17,19 @@ Deno.test("request heads: good, HTTP/1.0, absolute form, bad", () => {
     kind: "request",
     request: { method: "GET", path: "/readyz" },
     close: false,
+    connection: null,
   });
   assertEquals(parseHead("HEAD / HTTP/1.0"), {
     kind: "request",
     request: { method: "HEAD", path: "/" },
     close: true,
+    connection: "close",
   });
   assertEquals(parseHead("GET http://h:1/status HTTP/1.1"), {
     kind: "request",
     request: { method: "GET", path: "/status" },
     close: false,
+    connection: null,
   });
   assertEquals(parseHead("GET / HTTP/1.1\r\nConnection: close").kind, "request");
   for (
@@ -38,7 +41,7 @@ Deno.test("request heads: good, HTTP/1.0, absolute form, bad", () => {
 
 Deno.test("HEAD answers carry the length but no body", () => {
   const text = new TextDecoder().decode(
-    encodeResponse({ status: 200, body: "hello" }, true, false),
+    encodeResponse({ status: 200, body: "hello" }, true, null),
   );
   assertMatch(text, /content-length: 5\r\n/);
   assertOk(text.endsWith("\r\n\r\n"));

@@ -1,8 +1,8 @@
 /** `denit init`: a runnable denit (and --with files) in a directory, then run from there. */
 
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
-import { DENIT, DENO, ROOT, run } from "./helpers.ts";
-import { PERMISSION_FLAGS } from "../src/runtime_flags.ts";
+import { DENIT, DENO, names, ROOT, run } from "./helpers.ts";
+import { PERMISSION_FLAGS } from "../src/common/runtime.ts";
 
 function entrypointOf(stdout: string): string[] {
   const line = stdout.split("\n").find((l) => l.startsWith("entrypoint: "));
@@ -21,7 +21,7 @@ Deno.test("init from the bundle: runtime, bundle and --with files; the copy supe
     await Deno.writeTextFile(`${dir}/extra.sh`, "#!/bin/sh\nexit 7\n", { mode: 0o755 });
     const result = await run([DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(result.code, 0, result.stderr);
-    assertEquals([...Deno.readDirSync(`${dir}/shared`)].map((e) => e.name).sort(), [
+    assertEquals(names(`${dir}/shared`), [
       "denit.js",
       "deno",
       "extra.sh",

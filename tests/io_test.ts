@@ -1,7 +1,7 @@
 /** What the child inherits: stdio, environment, working directory, argv bytes, signal state. */
 
 import { assertEquals, assertOk } from "./assert.ts";
-import { DENIT, DENIT_DIRECT, denitArgv, MODES, run } from "./helpers.ts";
+import { DENIT, DENIT_DIRECT, denitArgv, MODES, program, run } from "./helpers.ts";
 
 Deno.test("10 MB through stdin and stdout arrive unchanged", async () => {
   const input = new Uint8Array(10 * 1024 * 1024);
@@ -45,7 +45,7 @@ Deno.test("environment (DENIT_* included) and working directory pass unchanged",
   };
   const dir = await Deno.makeTempDir();
   try {
-    const child = new Deno.Command(DENIT_DIRECT[0], {
+    const child = new Deno.Command(program(DENIT_DIRECT), {
       args: [
         ...DENIT_DIRECT.slice(1),
         "-s",

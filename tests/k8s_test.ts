@@ -7,8 +7,8 @@ import { Pod } from "kubernetes-models/v1";
 import { parse } from "yaml";
 import { assertEquals, assertOk } from "./assert.ts";
 import { FIXTURES } from "./helpers.ts";
-import { parseInvocation } from "../src/cli.ts";
-import { parseCopyInvocation } from "../src/copy_cli.ts";
+import { parseInvocation } from "../src/supervise/cli.ts";
+import { parseCopyInvocation } from "../src/copy/cli.ts";
 
 interface ContainerShape {
   name: string;
@@ -53,7 +53,8 @@ for (const file of files) {
     }
     for (const container of spec.containers) {
       const argv = [...(container.command ?? []), ...(container.args ?? [])];
-      assertOk(argv[0].endsWith("/denit"), `${container.name} runs denit`);
+      const exe = argv[0] ?? "";
+      assertOk(exe.endsWith("/denit"), `${container.name} runs denit`);
       const invocation = parseInvocation(argv.slice(1), {});
       assertEquals(invocation.kind, "run");
       if (invocation.kind !== "run") return;
@@ -76,10 +77,10 @@ for (const file of files) {
         assertEquals(port, config.health.port, `${container.name}: probe port`);
         assertOk(["/healthz", "/livez", "/readyz"].includes(probe.httpGet.path));
       }
-      if (argv[0] !== "/denit") {
+      if (exe !== "/denit") {
         // A copied denit: it must live on a volume an init container filled.
-        const mount = container.volumeMounts?.find((m) => argv[0].startsWith(`${m.mountPath}/`));
-        assertOk(mount !== undefined, `${argv[0]} is on no volume`);
+        const mount = container.volumeMounts?.find((m) => exe.startsWith(`${m.mountPath}/`));
+        assertOk(mount !== undefined, `${exe} is on no volume`);
         assertOk(
           (spec.initContainers ?? []).some((init) =>
             init.volumeMounts?.some((m) => m.name === mount.name)

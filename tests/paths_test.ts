@@ -2,7 +2,7 @@
 
 import { posix } from "node:path";
 import { assertEquals } from "./assert.ts";
-import { basename, dirname, join, normalize, resolve } from "../src/paths.ts";
+import { basename, dirname, join, normalize, resolve } from "../src/copy/paths.ts";
 
 const SAMPLES = [
   "/",

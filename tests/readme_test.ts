@@ -1,9 +1,9 @@
 /** The README's tables and the code agree: exit codes, signals, version. */
 
 import { assertEquals, assertOk } from "./assert.ts";
-import { ExitCode } from "../src/exit_codes.ts";
-import { FORWARDED } from "../src/signals.ts";
-import { VERSION } from "../src/version.ts";
+import { ExitCode } from "../src/common/exit_codes.ts";
+import { FORWARDED } from "../src/supervise/signals.ts";
+import { VERSION } from "../src/common/version.ts";
 import { ROOT } from "./helpers.ts";
 
 const README = Deno.readTextFileSync(`${ROOT}README.md`);
@@ -32,7 +32,7 @@ Deno.test("README exit-code table lists exactly the codes of exit_codes.ts", () 
 Deno.test("README signal table names every forwarded signal", () => {
   const row = section("Signals").split("\n").find((line) => line.includes("forward to the child"));
   assertOk(row !== undefined);
-  const names = row.split("|")[1].split(",").map((name) => `SIG${name.trim()}`);
+  const names = (row.split("|")[1] ?? "").split(",").map((name) => `SIG${name.trim()}`);
   assertEquals(names.sort(), FORWARDED.map((r) => r.name).sort());
 });
 

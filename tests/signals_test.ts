@@ -12,9 +12,10 @@ import {
   hostPid,
   killPid,
   MODES,
+  processState,
   Running,
 } from "./helpers.ts";
-import { FORWARDED } from "../src/signals.ts";
+import { FORWARDED } from "../src/supervise/signals.ts";
 
 // SIGTERM ends the echo child; SIGTSTP and SIGCONT would stop and resume it if not caught.
 const EACH = FORWARDED.map((row) => row.name).filter((name) => name !== "SIGTERM");
@@ -58,7 +59,7 @@ for (const mode of MODES) {
       assertEquals((await grouped.status()).code, 7);
       // Without -g the child (signal_tree) swallows SIGHUP and the grandchild never sees it;
       // SIGUSR2 sent straight to the grandchild after it ends the test in order.
-      const grandchild = hostPid(denitPid(single, mode), Number(single.lines[0].split(" ")[1]));
+      const grandchild = hostPid(denitPid(single, mode), Number(single.line(0).split(" ")[1]));
       killPid(grandchild, "SIGUSR2");
       assertEquals((await single.status()).code, 7);
       assertEquals(single.lines.includes("SIGHUP"), false, single.lines.join("|"));
@@ -174,8 +175,8 @@ Deno.test("--pdeathsig: denit gets the signal when its parent dies and forwards 
   const pids: number[] = [];
   try {
     const at = await parent.waitFor(/^denit \d+$/);
-    pids.push(Number(parent.lines[at].split(" ")[1]));
-    pids.push(Number(parent.lines[await parent.waitFor(/^ready /)].split(" ")[1]));
+    pids.push(Number(parent.line(at).split(" ")[1]));
+    pids.push(Number(parent.line(await parent.waitFor(/^ready /)).split(" ")[1]));
     parent.kill("SIGKILL");
     // Only the parent died: SIGUSR2 can only come from the parent-death signal, via denit.
     await parent.waitFor(/^SIGUSR2$/);
@@ -206,7 +207,7 @@ for (const mode of MODES) {
         "SIGURG",
         "SIGPWR",
       ];
-      for (let i = 0; i < 2000; i++) killPid(pid, mix[i % mix.length]);
+      for (let i = 0; i < 2000; i++) killPid(pid, mix[i % mix.length] ?? "SIGHUP");
       await proc.waitFor(/^zombies 0$/, { timeoutMs: 30_000 });
       killPid(pid, "SIGTERM");
       const status = await proc.status(30_000);
@@ -228,7 +229,7 @@ Deno.test("SIGTTIN and SIGTTOU do not stop denit and are not forwarded", async (
     killPid(proc.child.pid, "SIGTTOU");
     killPid(proc.child.pid, "SIGUSR2");
     await proc.waitFor(/^SIGUSR2$/);
-    const state = Deno.readTextFileSync(`/proc/${proc.child.pid}/stat`).split(") ")[1][0];
+    const state = processState(proc.child.pid);
     assertOk(state !== "T", "denit is stopped");
     killPid(proc.child.pid, "SIGHUP");
     assertEquals((await proc.status()).code, 0);

@@ -10,7 +10,7 @@ import {
   type Policy,
   type State,
   transition,
-} from "../src/supervisor.ts";
+} from "../src/supervise/machine.ts";
 
 const POLICY: Policy = {
   rewrite: new Map([[15, 3], [1, 0]]),
@@ -19,7 +19,8 @@ const POLICY: Policy = {
   remapExit: new Set([143]),
 };
 const RUNNING: State = { name: "running", pid: 10, target: -10 };
-const STOPPING: State = { name: "stopping", pid: 10, target: -10 };
+const STOPPING: State = { name: "stopping", pid: 10, target: -10, forced: false };
+const FORCED: State = { name: "stopping", pid: 10, target: -10, forced: true };
 const EXITED: State = {
   name: "exited",
   pid: 10,
@@ -69,9 +70,72 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
   ["second stop signal forwards, no new timer", STOPPING, signal(2), POLICY, STOPPING, [
     forward(2, 2),
   ]],
-  ["grace expiry SIGKILLs the target", STOPPING, { type: "grace-expired" }, POLICY, STOPPING, [
-    forward(9, 0),
-  ]],
+  [
+    "grace expiry SIGKILLs the target and leftovers",
+    STOPPING,
+    { type: "grace-expired" },
+    POLICY,
+    FORCED,
+    [
+      { type: "force-kill", target: -10 },
+    ],
+  ],
+  ["a second grace expiry does nothing", FORCED, { type: "grace-expired" }, POLICY, FORCED, []],
+  [
+    "child exit after the grace period: SIGKILL to leftovers at once",
+    FORCED,
+    {
+      type: "child-exited",
+      status: { kind: "signaled", signo: 9, coreDumped: false },
+      othersLeft: true,
+    },
+    POLICY,
+    {
+      ...EXITED,
+      status: { kind: "signaled", signo: 9, coreDumped: false },
+      exitCode: 137,
+      phase: "killing",
+    },
+    [
+      { type: "signal-leftovers", signo: 9 },
+      { type: "start-timer", timer: "kill", ms: ABANDON_MS },
+    ],
+  ],
+  [
+    "grace expiry while leftovers get TERM: SIGKILL now (the stop budget)",
+    EXITED,
+    { type: "grace-expired" },
+    POLICY,
+    { ...EXITED, phase: "killing" },
+    [
+      { type: "signal-leftovers", signo: 9 },
+      { type: "start-timer", timer: "kill", ms: ABANDON_MS },
+    ],
+  ],
+  [
+    "a lost child status finishes with 125",
+    RUNNING,
+    { type: "child-lost" },
+    POLICY,
+    { name: "exited", pid: 10, status: null, exitCode: 125, phase: "killing" },
+    [{ type: "cancel-timer", timer: "grace" }, { type: "finish", exitCode: 125, outcome: "lost" }],
+  ],
+  [
+    "others reaped while terminating: sweep with SIGTERM",
+    EXITED,
+    { type: "others-reaped" },
+    POLICY,
+    EXITED,
+    [{ type: "signal-leftovers", signo: 15 }],
+  ],
+  [
+    "others reaped while killing: sweep with SIGKILL",
+    { ...EXITED, phase: "killing" },
+    { type: "others-reaped" },
+    POLICY,
+    { ...EXITED, phase: "killing" },
+    [{ type: "signal-leftovers", signo: 9 }],
+  ],
   [
     "stale grace expiry in running does nothing",
     RUNNING,
@@ -81,14 +145,13 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     [],
   ],
   [
-    "child exit: TERM leftovers, arm kill timer",
+    "child exit: TERM leftovers, arm kill timer, the grace timer keeps running",
     STOPPING,
     { type: "child-exited", status: { kind: "exited", code: 4 }, othersLeft: true },
     POLICY,
     EXITED,
     [
-      { type: "cancel-timer", timer: "grace" },
-      { type: "kill-leftovers", signo: 15 },
+      { type: "signal-leftovers", signo: 15 },
       { type: "start-timer", timer: "kill", ms: 1000 },
     ],
   ],
@@ -108,8 +171,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
       phase: "killing",
     },
     [
-      { type: "cancel-timer", timer: "grace" },
-      { type: "kill-leftovers", signo: 9 },
+      { type: "signal-leftovers", signo: 9 },
       { type: "start-timer", timer: "kill", ms: ABANDON_MS },
     ],
   ],
@@ -119,13 +181,13 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     { type: "child-exited", status: { kind: "exited", code: 4 }, othersLeft: false },
     POLICY,
     EXITED,
-    [{ type: "cancel-timer", timer: "grace" }, { type: "finish", exitCode: 4, abandoned: false }],
+    [{ type: "cancel-timer", timer: "grace" }, { type: "finish", exitCode: 4, outcome: "done" }],
   ],
   ["kill timer escalates to SIGKILL", EXITED, { type: "kill-timer-expired" }, POLICY, {
     ...EXITED,
     phase: "killing",
   }, [
-    { type: "kill-leftovers", signo: 9 },
+    { type: "signal-leftovers", signo: 9 },
     { type: "start-timer", timer: "kill", ms: ABANDON_MS },
   ]],
   [
@@ -134,11 +196,16 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     { type: "kill-timer-expired" },
     POLICY,
     { ...EXITED, phase: "killing" },
-    [{ type: "finish", exitCode: 4, abandoned: true }],
+    [{ type: "cancel-timer", timer: "grace" }, {
+      type: "finish",
+      exitCode: 4,
+      outcome: "abandoned",
+    }],
   ],
   ["no children left finishes", EXITED, { type: "children-gone" }, POLICY, EXITED, [
     { type: "cancel-timer", timer: "kill" },
-    { type: "finish", exitCode: 4, abandoned: false },
+    { type: "cancel-timer", timer: "grace" },
+    { type: "finish", exitCode: 4, outcome: "done" },
   ]],
   ["signals after exit are dropped", EXITED, signal(15), POLICY, EXITED, [
     { type: "drop-signal", signo: 15, reason: "child exited" },

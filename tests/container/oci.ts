@@ -4,7 +4,7 @@
  */
 
 import { ROOT } from "../helpers.ts";
-import { RUN_FLAGS } from "../../src/runtime_flags.ts";
+import { RUN_FLAGS } from "../../src/common/runtime.ts";
 
 /** The denit rootfs (`make rootfs`) and its entrypoint: the image's Deno on the bundle. */
 export const DENIT_ROOTFS = `${ROOT}dist/rootfs`;

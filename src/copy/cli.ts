@@ -1,7 +1,8 @@
 /** Arguments of `denit copy` and `denit init` → frozen options. Same conventions as cli.ts. */
 
-import { UsageError } from "./cli.ts";
-import type { Owner } from "./copy_plan.ts";
+import { type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
+import { UsageError } from "../common/errors.ts";
+import type { Owner } from "./plan.ts";
 
 /** Everything `denit copy` / `denit init` was asked. */
 export interface CopyInvocation {
@@ -59,15 +60,15 @@ function lookup(file: string, name: string): number | null {
 export function parseOwner(text: string): Owner {
   const [user, group, extra] = text.split(":");
   if (extra !== undefined || !user || !group) {
-    throw new UsageError(`Invalid --chown "${text}": use UID:GID, like 1001:123 or runner:docker`);
+    throw new RangeError(`Invalid owner "${text}": use UID:GID, like 1001:123 or runner:docker`);
   }
   const uid = /^\d+$/.test(user) ? Number(user) : lookup("/etc/passwd", user);
   const gid = /^\d+$/.test(group) ? Number(group) : lookup("/etc/group", group);
   if (uid === null || uid > 0xfffffffe) {
-    throw new UsageError(`Invalid --chown "${text}": unknown user "${user}"`);
+    throw new RangeError(`Invalid owner "${text}": unknown user "${user}"`);
   }
   if (gid === null || gid > 0xfffffffe) {
-    throw new UsageError(`Invalid --chown "${text}": unknown group "${group}"`);
+    throw new RangeError(`Invalid owner "${text}": unknown group "${group}"`);
   }
   return Object.freeze({ uid, gid });
 }
@@ -75,58 +76,52 @@ export function parseOwner(text: string): Owner {
 /** Parses an octal mode like 755, 0644 or 4755. */
 export function parseMode(text: string): number {
   if (!/^0?[0-7]{3,4}$/.test(text)) {
-    throw new UsageError(`Invalid --chmod "${text}": use octal, like 0755`);
+    throw new RangeError(`Invalid mode "${text}": use octal, like 0755`);
   }
   return parseInt(text, 8);
 }
 
-const FLAGS = new Set(["--verify", "--dry-run", "--sync", "--strict", "-v", "--verbose"]);
-const VALUES = new Set(["--chown", "--chmod", "--with"]);
+const OPTIONS: readonly OptionSpec[] = [
+  { key: "chown", names: ["--chown"], kind: "value" },
+  { key: "chmod", names: ["--chmod"], kind: "value" },
+  { key: "with", names: ["--with"], kind: "value" },
+  { key: "verify", names: ["--verify"], kind: "flag" },
+  { key: "dry-run", names: ["--dry-run"], kind: "flag" },
+  { key: "sync", names: ["--sync"], kind: "flag" },
+  { key: "strict", names: ["--strict"], kind: "flag" },
+  { key: "verbose", names: ["-v", "--verbose"], kind: "flag" },
+  { key: "help", names: ["-h", "--help"], kind: "flag" },
+];
 
 /** Parses `copy …` or `init …` (args[0] is the mode). */
 export function parseCopyInvocation(args: readonly string[]): CopyInvocation | "help" {
   const mode = args[0] === "init" ? "init" : "copy";
-  const flags = new Set<string>();
-  const values = new Map<string, string[]>();
-  const positional: string[] = [];
-  const rest = args.slice(1);
-  for (let i = 0; i < rest.length; i++) {
-    const arg = rest[i];
-    if (arg === "--") {
-      positional.push(...rest.slice(i + 1));
-      break;
-    }
-    if (arg === "-h" || arg === "--help") return "help";
-    const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
-    const name = eq > 0 ? arg.slice(0, eq) : arg;
-    if (FLAGS.has(name) && eq < 0) {
-      flags.add(name === "-v" ? "--verbose" : name);
-    } else if (VALUES.has(name) && (mode === "init" || name !== "--with")) {
-      const value = eq > 0 ? arg.slice(eq + 1) : rest[++i];
-      if (value === undefined) throw new UsageError(`Option "${name}" needs a value`);
-      values.set(name, [...(values.get(name) ?? []), value]);
-    } else if (arg.startsWith("-") && arg !== "-") {
-      throw new UsageError(`Unknown option "${name}" for denit ${mode}`);
-    } else {
-      positional.push(arg);
-    }
-  }
-  if (mode === "copy" && positional.length < 2) {
+  const specs = mode === "init" ? OPTIONS : OPTIONS.filter((spec) => spec.key !== "with");
+  const scan = scanArgs(args.slice(1), specs, { stopAtPositional: false });
+  if (scan.flags.has("help")) return "help";
+  const settings = new Settings(scan, specs, {});
+  const positional = scan.positional;
+  const dest = positional.at(-1);
+  if (mode === "copy" && (positional.length < 2 || dest === undefined)) {
     throw new UsageError("denit copy needs SRC... DEST");
   }
-  if (mode === "init" && positional.length !== 1) throw new UsageError("denit init needs one DEST");
-  const chown = values.get("--chown")?.at(-1);
-  const chmod = values.get("--chmod")?.at(-1);
+  if (mode === "init" && (positional.length !== 1 || dest === undefined)) {
+    throw new UsageError("denit init needs one DEST");
+  }
+  const chown = settings.last("chown");
+  const chmod = settings.last("chmod");
   return Object.freeze({
     mode,
-    sources: mode === "copy" ? positional.slice(0, -1) : values.get("--with") ?? [],
-    dest: positional[positional.length - 1],
-    owner: chown === undefined ? null : parseOwner(chown),
-    fileMode: chmod === undefined ? null : parseMode(chmod),
-    verify: flags.has("--verify"),
-    dryRun: flags.has("--dry-run"),
-    sync: flags.has("--sync"),
-    strict: flags.has("--strict"),
-    verbose: flags.has("--verbose"),
+    sources: mode === "copy"
+      ? positional.slice(0, -1)
+      : settings.list("with").map((item) => item.value),
+    dest: dest ?? "",
+    owner: chown === undefined ? null : parseFrom(chown, parseOwner),
+    fileMode: chmod === undefined ? null : parseFrom(chmod, parseMode),
+    verify: settings.flag("verify"),
+    dryRun: settings.flag("dry-run"),
+    sync: settings.flag("sync"),
+    strict: settings.flag("strict"),
+    verbose: settings.flag("verbose"),
   });
 }

@@ -10,9 +10,9 @@ export async function sha256File(path: string): Promise<string> {
   const { createHash } = await import("node:crypto");
   const hash = createHash("sha256");
   const buffer = new Uint8Array(CHUNK);
-  using file = Deno.openSync(path, { read: true });
+  using file = await Deno.open(path, { read: true });
   for (;;) {
-    const n = file.readSync(buffer);
+    const n = await file.read(buffer);
     if (n === null) break;
     hash.update(buffer.subarray(0, n));
   }

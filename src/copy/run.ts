@@ -11,9 +11,9 @@
  * A failure or SIGTERM/SIGINT/SIGHUP removes what is in flight: temporary files and stages.
  */
 
-import { CopyError, describeError, type Item } from "./copy_plan.ts";
-import { CopyInterrupted, type CopyOptions, fail, FileCopier, type FileJob } from "./copy_file.ts";
-import type { FromWorker } from "./copy_worker.ts";
+import { CopyError, describeError, type Item } from "./plan.ts";
+import { CopyInterrupted, type CopyOptions, fail, FileCopier, type FileJob } from "./file.ts";
+import type { FromWorker } from "./worker.ts";
 import {
   closeFd,
   openDirectory,
@@ -22,7 +22,7 @@ import {
   setPathOwner,
   setPathTimes,
   syncFd,
-} from "./libc.ts";
+} from "../sys/files.ts";
 import { basename, dirname, join } from "./paths.ts";
 import { COPY_WORKER_NAME } from "./worker_name.ts";
 

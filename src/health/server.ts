@@ -51,22 +51,29 @@ const REASONS: Readonly<Record<number, string>> = {
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-const REQUEST_LINE = /^([A-Z]{1,16}) (\S{1,2048}) HTTP\/1\.([01])$/;
-const HEADER = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*$/;
+
+/** What the response says in its Connection header: nothing, or close, or keep-alive. */
+export type ConnectionHeader = "close" | "keep-alive" | null;
+
+const VARIANTS: readonly ConnectionHeader[] = [null, "close", "keep-alive"];
 
 // Constant responses (the same frozen object each time) are encoded once per variant.
 const encoded = new WeakMap<HttpResponse, Array<Uint8Array | undefined>>();
 
-function encodeCached(response: HttpResponse, head: boolean, close: boolean): Uint8Array {
-  if (!Object.isFrozen(response)) return encodeResponse(response, head, close);
+function encodeCached(response: HttpResponse, head: boolean, connection: ConnectionHeader) {
+  if (!Object.isFrozen(response)) return encodeResponse(response, head, connection);
   let variants = encoded.get(response);
   if (variants === undefined) encoded.set(response, variants = []);
-  const index = (head ? 2 : 0) + (close ? 1 : 0);
-  return variants[index] ??= encodeResponse(response, head, close);
+  const index = (head ? VARIANTS.length : 0) + VARIANTS.indexOf(connection);
+  return variants[index] ??= encodeResponse(response, head, connection);
 }
 
 /** Serialises a response; exported for tests. */
-export function encodeResponse(response: HttpResponse, head: boolean, close: boolean): Uint8Array {
+export function encodeResponse(
+  response: HttpResponse,
+  head: boolean,
+  connection: ConnectionHeader,
+): Uint8Array {
   const body = encoder.encode(response.body);
   const lines = [
     `HTTP/1.1 ${response.status} ${REASONS[response.status] ?? "Unknown"}`,
@@ -74,7 +81,7 @@ export function encodeResponse(response: HttpResponse, head: boolean, close: boo
     `content-length: ${body.length}`,
     "cache-control: no-store",
     ...Object.entries(response.headers ?? {}).map(([name, value]) => `${name}: ${value}`),
-    ...(close ? ["connection: close"] : []),
+    ...(connection === null ? [] : [`connection: ${connection}`]),
   ];
   const header = encoder.encode(`${lines.join("\r\n")}\r\n\r\n`);
   if (head) return header;
@@ -84,40 +91,109 @@ export function encodeResponse(response: HttpResponse, head: boolean, close: boo
   return out;
 }
 
-function findHeaderEnd(buffer: Uint8Array, from: number, to: number): number {
-  for (let i = Math.max(from, 3); i < to; i++) {
-    if (buffer[i] === 10 && buffer[i - 1] === 13 && buffer[i - 2] === 10 && buffer[i - 3] === 13) {
-      return i + 1;
-    }
+/**
+ * The end of a request head in `buffer[from, to)`: the index after the empty line that ends
+ * it, CRLF or bare LF (RFC 9112 section 2.2 lets a server accept LF alone); -1 if not there yet.
+ * Linear: each byte is looked at once.
+ */
+export function findHeadEnd(buffer: Uint8Array, from: number, to: number): number {
+  for (let i = Math.max(from, 1); i < to; i++) {
+    if (buffer[i] !== 10) continue;
+    if (buffer[i - 1] === 10) return i + 1; // LF LF
+    if (buffer[i - 1] === 13 && i >= 2 && buffer[i - 2] === 10) return i + 1; // LF CR LF
   }
   return -1;
 }
 
+/** A head without the line ends of its final empty line. */
+function withoutEmptyLine(head: Uint8Array): Uint8Array {
+  let end = head.length;
+  while (end > 0 && (head[end - 1] === 10 || head[end - 1] === 13)) end--;
+  return head.subarray(0, end);
+}
+
 type Parsed =
-  | { kind: "request"; request: HttpRequest; close: boolean }
+  | { kind: "request"; request: HttpRequest; close: boolean; connection: ConnectionHeader }
   | { kind: "bad"; status: number };
 
-/** Parses a request head (request line and headers, without the blank line); exported for tests. */
-export function parseHead(text: string): Parsed {
-  const lines = text.split("\r\n");
-  const line = REQUEST_LINE.exec(lines[0]);
-  if (line === null) return { kind: "bad", status: 400 };
-  let close = line[3] === "0";
-  for (const raw of lines.slice(1)) {
-    const header = HEADER.exec(raw);
-    if (header === null) return { kind: "bad", status: 400 };
-    const name = header[1].toLowerCase();
-    const value = header[2].toLowerCase();
-    if (name === "connection" && value.includes("close")) close = true;
-    if (name === "connection" && value.includes("keep-alive")) close = false;
-    // Nothing here reads a body: answer, then close rather than misread it as a next request.
-    if (name === "transfer-encoding" || (name === "content-length" && value !== "0")) close = true;
+const BAD: Parsed = Object.freeze({ kind: "bad", status: 400 });
+
+function isTokenChar(code: number): boolean {
+  // RFC 9110 tchar: ALPHA DIGIT ! # $ % & ' * + - . ^ _ ` | ~
+  return (code >= 0x30 && code <= 0x39) || (code >= 0x41 && code <= 0x5a) ||
+    (code >= 0x61 && code <= 0x7a) || "!#$%&'*+-.^_`|~".includes(String.fromCharCode(code));
+}
+
+function isBlank(char: string | undefined): boolean {
+  return char === " " || char === "\t";
+}
+
+/** Trims spaces and tabs without a regular expression (a backtracking trim is quadratic). */
+function trimBlanks(text: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && isBlank(text[start])) start++;
+  while (end > start && isBlank(text[end - 1])) end--;
+  return text.slice(start, end);
+}
+
+/** True when every character is visible ASCII (no controls, spaces or DEL). */
+function isVisible(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code <= 0x20 || code >= 0x7f) return false;
   }
-  const target = line[2];
+  return true;
+}
+
+function parseRequestLine(line: string): { method: string; target: string; minor: string } | null {
+  const first = line.indexOf(" ");
+  const second = line.indexOf(" ", first + 1);
+  if (first < 1 || first > 16 || second < 0 || line.indexOf(" ", second + 1) >= 0) return null;
+  const method = line.slice(0, first);
+  const target = line.slice(first + 1, second);
+  const version = line.slice(second + 1);
+  for (let i = 0; i < method.length; i++) {
+    const code = method.charCodeAt(i);
+    if (code < 0x41 || code > 0x5a) return null; // A-Z
+  }
+  if (target.length === 0 || target.length > 2048 || !isVisible(target)) return null;
+  if (version !== "HTTP/1.1" && version !== "HTTP/1.0") return null;
+  return { method, target, minor: version.slice(-1) };
+}
+
+/**
+ * Parses a request head (request line and headers, without the empty line); exported for
+ * tests. Linear in the head's length: no regular expression with backtracking is involved.
+ */
+export function parseHead(text: string): Parsed {
+  const lines = text.split("\n").map((line) => line.endsWith("\r") ? line.slice(0, -1) : line);
+  const line = parseRequestLine(lines[0] ?? "");
+  if (line === null) return BAD;
+  const tokens = new Set<string>();
+  let body = false;
+  for (const raw of lines.slice(1)) {
+    const colon = raw.indexOf(":");
+    if (colon < 1) return BAD;
+    for (let i = 0; i < colon; i++) if (!isTokenChar(raw.charCodeAt(i))) return BAD;
+    const name = raw.slice(0, colon).toLowerCase();
+    const value = trimBlanks(raw.slice(colon + 1)).toLowerCase();
+    if (name === "connection") {
+      for (const token of value.split(",")) tokens.add(trimBlanks(token));
+    }
+    // Nothing here reads a body: answer, then close rather than misread it as a next request.
+    if (name === "transfer-encoding" || (name === "content-length" && value !== "0")) body = true;
+  }
+  // RFC 9112 section 9.3: "close" wins; HTTP/1.0 stays open only when it asks for keep-alive,
+  // and then the answer says keep-alive too (1.0 clients close otherwise).
+  const http10 = line.minor === "0";
+  const close = body || tokens.has("close") || (http10 && !tokens.has("keep-alive"));
+  const connection: ConnectionHeader = close ? "close" : http10 ? "keep-alive" : null;
+  const target = line.target;
   const pathStart = target.startsWith("/") ? 0 : target.indexOf("/", target.indexOf("//") + 2);
-  if (pathStart < 0 || !/^https?:\/\/|^\//.test(target)) return { kind: "bad", status: 400 };
-  const path = target.slice(pathStart).split("?")[0];
-  return { kind: "request", request: { method: line[1], path }, close };
+  if (pathStart < 0 || !(target.startsWith("/") || /^https?:\/\//.test(target))) return BAD;
+  const path = target.slice(pathStart).split("?")[0] ?? "/";
+  return { kind: "request", request: { method: line.method, path }, close, connection };
 }
 
 /** The listening server; `close()` drops the listener and every connection at once. */
@@ -210,26 +286,28 @@ export class HttpServer {
     let used = 0;
     try {
       for (;;) {
-        if (used === buffer.length) return await this.#reply(conn, { status: 431, body: "" }, true);
+        if (used === buffer.length) {
+          return await this.#reply(conn, { status: 431, body: "" }, "close");
+        }
         const n = await conn.read(buffer.subarray(used));
         if (n === null) return;
         const scanFrom = used;
         used += n;
         let start = 0;
-        let end = findHeaderEnd(buffer, Math.max(scanFrom - 3, 0), used);
+        let end = findHeadEnd(buffer, Math.max(scanFrom - 2, 0), used);
         while (end >= 0) {
-          const parsed = parseHead(decoder.decode(buffer.subarray(start, end - 4)));
+          const parsed = parseHead(decoder.decode(withoutEmptyLine(buffer.subarray(start, end))));
           if (parsed.kind === "bad") {
-            return await this.#reply(conn, { status: parsed.status, body: "" }, true);
+            return await this.#reply(conn, { status: parsed.status, body: "" }, "close");
           }
           const response = this.#respond(parsed.request);
-          await this.#reply(conn, response, parsed.close, parsed.request.method === "HEAD");
+          await this.#reply(conn, response, parsed.connection, parsed.request.method === "HEAD");
           if (parsed.close) return;
           if (this.#connections.has(conn)) {
             this.#connections.set(conn, performance.now() + this.#limits.requestTimeoutMs);
           }
           start = end;
-          end = findHeaderEnd(buffer, start, used);
+          end = findHeadEnd(buffer, start, used);
         }
         buffer.copyWithin(0, start, used);
         used -= start;
@@ -250,8 +328,13 @@ export class HttpServer {
     }
   }
 
-  async #reply(conn: Deno.Conn, response: HttpResponse, close: boolean, head = false) {
-    let bytes = encodeCached(response, head, close);
+  async #reply(
+    conn: Deno.Conn,
+    response: HttpResponse,
+    connection: ConnectionHeader,
+    head = false,
+  ): Promise<void> {
+    let bytes = encodeCached(response, head, connection);
     while (bytes.length > 0) bytes = bytes.subarray(await conn.write(bytes));
   }
 }

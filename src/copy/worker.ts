@@ -3,8 +3,8 @@
  * same FileCopier as the main thread and answers with what it did or the first failure.
  */
 
-import { CopyError } from "./copy_plan.ts";
-import { CopyInterrupted, type CopyOptions, FileCopier, type FileJob } from "./copy_file.ts";
+import { CopyError } from "./plan.ts";
+import { CopyInterrupted, type CopyOptions, FileCopier, type FileJob } from "./file.ts";
 
 /** Main thread → worker. */
 export type ToWorker =

@@ -5,7 +5,7 @@
  */
 
 import { basename, dirname, join, resolve } from "./paths.ts";
-import { errnoMessage, type PathStat, statPath } from "./libc.ts";
+import { errnoMessage, type PathStat, statPath } from "../sys/files.ts";
 
 /** A copy failure; the message is one line naming the path and the cause. */
 export class CopyError extends Error {
@@ -66,7 +66,7 @@ export interface PlanOptions {
 /** The cause part of a Deno error message, without the "(os error N)" tail. */
 export function describeError(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
-  return message.split(" (os error")[0].split("\n")[0];
+  return (message.split(" (os error")[0] ?? "").split("\n")[0] ?? "";
 }
 
 function stat(path: string): PathStat | null {

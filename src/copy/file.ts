@@ -3,8 +3,8 @@
  * thread and, for large trees, a worker (copy_worker.ts). Each thread has its own FileCopier.
  */
 
-import type { Owner } from "./copy_plan.ts";
-import { CopyError } from "./copy_plan.ts";
+import type { Owner } from "./plan.ts";
+import { CopyError } from "./plan.ts";
 import {
   closeFd,
   copyRange,
@@ -20,7 +20,7 @@ import {
   setFdTimes,
   statFd,
   syncFd,
-} from "./libc.ts";
+} from "../sys/files.ts";
 import { sha256File } from "./hash.ts";
 
 /** Options of the copy itself. */

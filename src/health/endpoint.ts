@@ -3,15 +3,14 @@
  * snapshot. It reads and never writes; it is imported only when `--health` is given.
  */
 
-import type { ListenAddress } from "./cli.ts";
-import type { Snapshot } from "./driver.ts";
-import { type HttpRequest, type HttpResponse, HttpServer } from "./http.ts";
+import type { ListenAddress } from "../common/address.ts";
+import type { Snapshot, SnapshotSource } from "../common/snapshot.ts";
+import { VERSION } from "../common/version.ts";
 import { readProcessStats } from "./proc_stats.ts";
-import { VERSION } from "./version.ts";
+import { type HttpRequest, type HttpResponse, HttpServer } from "./server.ts";
 
 /** What the routes read: the supervisor's snapshot and denit's own start time. */
-export interface HealthSource {
-  snapshot(): Snapshot;
+export interface HealthSource extends SnapshotSource {
   readonly supervisorStartedAtMs: number;
 }
 

@@ -1,14 +1,14 @@
 /** `denit copy` and `denit init`: parse, plan, carry out, report. */
 
 import { dirname, join, resolve } from "./paths.ts";
-import { UsageError } from "./cli.ts";
-import { CopyInterrupted, CopyRun, type CopySummary } from "./copy.ts";
-import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./copy_cli.ts";
-import { CopyError, describeError, type Item, planCopy, type Root, rootsFor } from "./copy_plan.ts";
-import { ExitCode } from "./exit_codes.ts";
-import { printErr, printOut } from "./log.ts";
-import { RUN_FLAGS } from "./runtime_flags.ts";
-import { parseSignal } from "./signals.ts";
+import { UsageError } from "../common/errors.ts";
+import { CopyInterrupted, CopyRun, type CopySummary } from "./run.ts";
+import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
+import { CopyError, describeError, type Item, planCopy, type Root, rootsFor } from "./plan.ts";
+import { ExitCode } from "../common/exit_codes.ts";
+import { printErr, printOut } from "../common/log.ts";
+import { RUN_FLAGS } from "../common/runtime.ts";
+import { parseSignal } from "../common/signals.ts";
 
 /** The signals that stop a copy; their numbers come from the one signal table. */
 const STOP_SIGNALS: readonly Deno.Signal[] = ["SIGTERM", "SIGINT", "SIGHUP"];
@@ -88,7 +88,7 @@ async function execute(invocation: CopyInvocation, roots: Root[]): Promise<numbe
   }
   for (const root of roots) {
     try {
-      Deno.mkdirSync(dirname(root.dest), { recursive: true });
+      await Deno.mkdir(dirname(root.dest), { recursive: true });
     } catch (err: unknown) {
       throw new CopyError(`Cannot create directory "${dirname(root.dest)}": ${describeError(err)}`);
     }
@@ -119,7 +119,8 @@ export async function copyMain(args: readonly string[]): Promise<number> {
     invocation = parseCopyInvocation(args);
   } catch (err: unknown) {
     if (!(err instanceof UsageError)) throw err;
-    printErr(`denit: ${err.message}\n${COPY_HELP.split("\n")[mode === "copy" ? 0 : 1].trim()}`);
+    const usage = COPY_HELP.split("\n")[mode === "copy" ? 0 : 1]?.trim() ?? "";
+    printErr(`denit: ${err.message}\n${usage}`);
     printErr(`Try 'denit ${mode} --help' for more information.`);
     return ExitCode.USAGE;
   }

@@ -1,0 +1,215 @@
+/**
+ * The one argument scanner: argv plus environment twins → values that remember where they came
+ * from, so that every error names the real source (`--grace` or `DENIT_GRACE`). Both programs
+ * (supervising and copy mode) describe their options as a table of OptionSpec and read them
+ * through Settings.
+ */
+
+import { UsageError } from "./errors.ts";
+
+/** One option: its names on the command line, and optionally its environment variable. */
+export interface OptionSpec {
+  readonly key: string;
+  /** "-g", "--group": the first long name is the one messages use. */
+  readonly names: readonly string[];
+  readonly kind: "flag" | "value";
+  /** The environment twin, e.g. "DENIT_GROUP". */
+  readonly env?: string;
+}
+
+/** A value and where it came from: an option name or an environment variable. */
+export interface Sourced {
+  readonly value: string;
+  readonly from: string;
+}
+
+/** What the command line said. */
+export interface Scan {
+  /** Flag key → how often it was given. */
+  readonly flags: ReadonlyMap<string, number>;
+  /** Value key → every value given, in order. */
+  readonly values: ReadonlyMap<string, readonly Sourced[]>;
+  /** Words that are not options (for the supervisor: the command and its arguments). */
+  readonly positional: readonly string[];
+}
+
+/** How scanning treats the first word that is not an option. */
+export interface ScanOptions {
+  /** true: it and everything after it are positional (`denit ls -l`, like getopt's "+"). */
+  readonly stopAtPositional: boolean;
+}
+
+function byName(specs: readonly OptionSpec[]): Map<string, OptionSpec> {
+  const map = new Map<string, OptionSpec>();
+  for (const spec of specs) for (const name of spec.names) map.set(name, spec);
+  return map;
+}
+
+/** Splits "-gsv" into "-g", "-s", "-v" and "-rTERM:QUIT" into "-r", "TERM:QUIT". */
+function expandShort(arg: string, names: ReadonlyMap<string, OptionSpec>): string[] {
+  const out: string[] = [];
+  for (let i = 1; i < arg.length; i++) {
+    const name = `-${arg[i]}`;
+    out.push(name);
+    if (names.get(name)?.kind === "value" && i + 1 < arg.length) {
+      out.push(arg.slice(i + 1));
+      break;
+    }
+  }
+  return out;
+}
+
+/** Scans argv; throws UsageError for an unknown option or a missing value. */
+export function scanArgs(
+  args: readonly string[],
+  specs: readonly OptionSpec[],
+  options: ScanOptions,
+): Scan {
+  const names = byName(specs);
+  const flags = new Map<string, number>();
+  const values = new Map<string, Sourced[]>();
+  const positional: string[] = [];
+  const pending = [...args];
+  for (let arg = pending.shift(); arg !== undefined; arg = pending.shift()) {
+    if (arg === "--") {
+      positional.push(...pending);
+      break;
+    }
+    if (!arg.startsWith("-") || arg === "-") {
+      positional.push(arg);
+      if (options.stopAtPositional) {
+        positional.push(...pending);
+        break;
+      }
+      continue;
+    }
+    if (!arg.startsWith("--") && arg.length > 2) {
+      pending.unshift(...expandShort(arg, names));
+      continue;
+    }
+    const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
+    const name = eq > 0 ? arg.slice(0, eq) : arg;
+    const spec = names.get(name);
+    if (spec === undefined) throw new UsageError(`Unknown option "${name}"`);
+    if (spec.kind === "flag") {
+      if (eq > 0) throw new UsageError(`Option "${name}" takes no value`);
+      flags.set(spec.key, (flags.get(spec.key) ?? 0) + 1);
+      continue;
+    }
+    const value = eq > 0 ? arg.slice(eq + 1) : pending.shift();
+    if (value === undefined) throw new UsageError(`Option "${name}" needs a value`);
+    values.set(spec.key, [...(values.get(spec.key) ?? []), { value, from: name }]);
+  }
+  return { flags, values, positional };
+}
+
+const TRUE = ["1", "true", "yes", "on"];
+const FALSE = ["", "0", "false", "no", "off"];
+
+/** Parses a boolean environment value; throws RangeError listing what is accepted. */
+export function parseBoolean(text: string): boolean {
+  const lowered = text.trim().toLowerCase();
+  if (TRUE.includes(lowered)) return true;
+  if (FALSE.includes(lowered)) return false;
+  throw new RangeError(
+    `Invalid value "${text}": use ${TRUE.join("/")} or ${FALSE.slice(1).join("/")}`,
+  );
+}
+
+/** Runs a parser; its RangeError becomes a UsageError that names the value's source. */
+export function parseFrom<T>(source: Sourced, parse: (text: string) => T): T {
+  try {
+    return parse(source.value);
+  } catch (err: unknown) {
+    if (err instanceof RangeError) throw new UsageError(`${err.message} (from ${source.from})`);
+    throw err;
+  }
+}
+
+/** Reads settings: the command line first, its environment twin otherwise. */
+export class Settings {
+  readonly #scan: Scan;
+  readonly #specs: ReadonlyMap<string, OptionSpec>;
+  readonly #env: Readonly<Record<string, string>>;
+
+  constructor(scan: Scan, specs: readonly OptionSpec[], env: Readonly<Record<string, string>>) {
+    this.#scan = scan;
+    this.#specs = new Map(specs.map((spec) => [spec.key, spec]));
+    this.#env = env;
+  }
+
+  #variable(key: string): Sourced | undefined {
+    const variable = this.#specs.get(key)?.env;
+    const value = variable === undefined ? undefined : this.#env[variable];
+    return variable === undefined || value === undefined ? undefined : { value, from: variable };
+  }
+
+  /** How often a flag was given on the command line. */
+  count(key: string): number {
+    return this.#scan.flags.get(key) ?? 0;
+  }
+
+  /** A flag: given, or its variable set to a true value. */
+  flag(key: string): boolean {
+    if (this.count(key) > 0) return true;
+    const variable = this.#variable(key);
+    return variable !== undefined && parseFrom(variable, parseBoolean);
+  }
+
+  /** The last value given, else the variable's value. */
+  last(key: string): Sourced | undefined {
+    return this.#scan.values.get(key)?.at(-1) ?? this.#variable(key);
+  }
+
+  /** Every value given; else the variable's value split at commas and blanks. */
+  list(key: string): readonly Sourced[] {
+    const given = this.#scan.values.get(key);
+    if (given !== undefined) return given;
+    const variable = this.#variable(key);
+    if (variable === undefined) return [];
+    return variable.value.split(/[,\s]+/).filter((item) => item !== "").map((value) => ({
+      value,
+      from: variable.from,
+    }));
+  }
+}
+
+/** The Levenshtein distance between two short strings. */
+function distance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current.push(Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution));
+    }
+    previous = current;
+  }
+  return previous[b.length] ?? 0;
+}
+
+/** An environment variable with denit's prefix that no option reads, and the closest known. */
+export interface UnknownVariable {
+  readonly name: string;
+  readonly closest: string | null;
+}
+
+/** Variables starting with `prefix` that are not in `known`, each with the closest known name. */
+export function unknownVariables(
+  env: Readonly<Record<string, string>>,
+  prefix: string,
+  known: readonly string[],
+): UnknownVariable[] {
+  const found: UnknownVariable[] = [];
+  for (const name of Object.keys(env).sort()) {
+    if (!name.startsWith(prefix) || known.includes(name)) continue;
+    let closest: string | null = null;
+    let best = Infinity;
+    for (const candidate of known) {
+      const d = distance(name, candidate);
+      if (d < best) [closest, best] = [candidate, d];
+    }
+    found.push({ name, closest: best <= 4 ? closest : null });
+  }
+  return found;
+}

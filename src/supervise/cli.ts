@@ -1,0 +1,225 @@
+/**
+ * The supervisor's command line and `DENIT_*` environment → one frozen Config. Flags win over
+ * the environment. Options end at `--` or at the first word that is not an option (as tini's
+ * `+` getopt), so `denit ls -l` runs `ls -l`.
+ */
+
+import { type ListenAddress, parseListenAddress } from "../common/address.ts";
+import {
+  type OptionSpec,
+  parseFrom,
+  scanArgs,
+  Settings,
+  type Sourced,
+  unknownVariables,
+} from "../common/args.ts";
+import { parseDuration } from "../common/duration.ts";
+import { UsageError } from "../common/errors.ts";
+import { LOG_LEVELS, type LogLevel } from "../common/log.ts";
+import { parseSignal } from "../common/signals.ts";
+
+/** The child's soft limit of open files: as the runtime left it, the hard limit, or a number. */
+export type FileLimitSetting =
+  | { readonly kind: "default" }
+  | { readonly kind: "max" }
+  | { readonly kind: "value"; readonly value: number };
+
+/** Everything the supervisor needs, validated. */
+export interface Config {
+  readonly command: readonly string[];
+  readonly group: boolean;
+  /** signal number → signal number to send instead; 0 drops the signal. */
+  readonly rewrite: ReadonlyMap<number, number>;
+  readonly remapExit: ReadonlySet<number>;
+  readonly subreaper: boolean;
+  readonly pdeathsig: number | null;
+  readonly graceMs: number | null;
+  readonly killAfterMs: number;
+  readonly logLevel: LogLevel;
+  readonly health: ListenAddress | null;
+  readonly fileLimit: FileLimitSetting;
+  /** Lines to log once a logger exists (a misspelt DENIT_* variable, say). */
+  readonly warnings: readonly string[];
+}
+
+/** What the command line asks for. */
+export type Invocation =
+  | { kind: "help" }
+  | { kind: "version" }
+  | { kind: "run"; config: Config };
+
+/** Default bound for leftovers between SIGTERM and SIGKILL once the child has exited. */
+export const DEFAULT_KILL_AFTER_MS = 3000;
+/** The health endpoint's default address, GOAT's port, on every IPv4 and IPv6 address. */
+export const DEFAULT_HEALTH: ListenAddress = Object.freeze({ hostname: "0.0.0.0", port: 7623 });
+/** The open-file limit children get where the container's own is unknowable (`deno run`). */
+export const DEFAULT_FILE_LIMIT = 1024;
+
+/** One line of usage, printed after a usage error. */
+export const USAGE_LINE = "Usage: denit [OPTIONS] [--] COMMAND [ARGS...]";
+
+/** The `--help` text. */
+export const HELP = `${USAGE_LINE}
+       denit init [OPTIONS] DEST [--with PATH]...
+       denit copy [OPTIONS] SRC... DEST
+
+Runs COMMAND as a child: forwards signals to it, reaps every zombie, stops what it
+left behind, and exits with its status. Every option has a DENIT_* environment twin;
+options win over the environment.
+
+Options:
+  -g, --group              send signals to the child's process group   DENIT_GROUP=1
+  -r, --rewrite FROM:TO    send TO instead of FROM (TO=0 drops FROM)   DENIT_REWRITE=FROM:TO,...
+  -e, --remap-exit CODE    exit 0 when the child exits with CODE       DENIT_REMAP_EXIT=CODE,...
+  -s, --subreaper          adopt orphans when not PID 1                DENIT_SUBREAPER=1
+  -p, --pdeathsig SIGNAL   get SIGNAL when denit's parent dies         DENIT_PDEATHSIG=SIGNAL
+      --grace DURATION     SIGKILL the child DURATION after a stop     DENIT_GRACE=DURATION
+                           signal (TERM, INT, QUIT); off by default
+      --kill-after DURATION  after the child exits, SIGKILL leftovers  DENIT_KILL_AFTER=DURATION
+                           this long after SIGTERM (default 3s, 0 = at once)
+      --nofile N|max       the child's open-file soft limit            DENIT_NOFILE=N|max
+      --health             serve /healthz, /readyz, /status, /metrics  DENIT_HEALTH=1
+                           on port 7623 of every address
+      --health-addr ADDR   the same on HOST:PORT, :PORT or [V6]:PORT   DENIT_HEALTH_ADDR=ADDR
+  -v, --verbose            more log lines on stderr (repeatable)       DENIT_LOG_LEVEL=error|warn|info|debug
+  -h, --help               this text
+      --version            denit's version
+
+DURATION is a number with ms, s, m or h (a bare number is seconds), at most 24h.
+SIGNAL is a name (TERM, SIGTERM) or a number. Exit status: the child's, 128+N if it
+died of signal N, 126 not executable, 127 not found, 2 usage error, 125 denit failed.`;
+
+/** The options, with their environment twins. */
+export const OPTIONS: readonly OptionSpec[] = [
+  { key: "group", names: ["-g", "--group"], kind: "flag", env: "DENIT_GROUP" },
+  { key: "rewrite", names: ["-r", "--rewrite"], kind: "value", env: "DENIT_REWRITE" },
+  { key: "remap-exit", names: ["-e", "--remap-exit"], kind: "value", env: "DENIT_REMAP_EXIT" },
+  { key: "subreaper", names: ["-s", "--subreaper"], kind: "flag", env: "DENIT_SUBREAPER" },
+  { key: "pdeathsig", names: ["-p", "--pdeathsig"], kind: "value", env: "DENIT_PDEATHSIG" },
+  { key: "grace", names: ["--grace"], kind: "value", env: "DENIT_GRACE" },
+  { key: "kill-after", names: ["--kill-after"], kind: "value", env: "DENIT_KILL_AFTER" },
+  { key: "nofile", names: ["--nofile"], kind: "value", env: "DENIT_NOFILE" },
+  { key: "health", names: ["--health"], kind: "flag", env: "DENIT_HEALTH" },
+  { key: "health-addr", names: ["--health-addr"], kind: "value", env: "DENIT_HEALTH_ADDR" },
+  { key: "verbose", names: ["-v", "--verbose"], kind: "flag" },
+  { key: "help", names: ["-h", "--help"], kind: "flag" },
+  { key: "version", names: ["--version"], kind: "flag" },
+];
+
+/** Every variable denit reads; any other DENIT_* variable gets a warning. */
+export const VARIABLES: readonly string[] = [
+  ...OPTIONS.flatMap((spec) => spec.env === undefined ? [] : [spec.env]),
+  "DENIT_LOG_LEVEL",
+];
+
+function parseRewrite(text: string): [number, number] {
+  const parts = text.split(":");
+  const [from, to] = parts;
+  if (parts.length !== 2 || from === undefined || to === undefined) {
+    throw new RangeError(`Invalid rewrite "${text}": use FROM:TO`);
+  }
+  return [parseSignal(from), to.trim() === "0" ? 0 : parseSignal(to)];
+}
+
+function parseExitCode(text: string): number {
+  if (!/^\d{1,3}$/.test(text.trim()) || Number(text) > 255) {
+    throw new RangeError(`Invalid exit code "${text}": use 0 to 255`);
+  }
+  return Number(text);
+}
+
+function parseLogLevel(text: string): LogLevel {
+  const found = LOG_LEVELS.find((level) => level === text.trim().toLowerCase());
+  if (found === undefined) {
+    throw new RangeError(`Invalid log level "${text}": use ${LOG_LEVELS.join(", ")}`);
+  }
+  return found;
+}
+
+const DEFAULT_LIMIT_SETTING: FileLimitSetting = Object.freeze({ kind: "default" });
+
+function parseFileLimit(text: string): FileLimitSetting {
+  const trimmed = text.trim().toLowerCase();
+  if (trimmed === "max") return { kind: "max" };
+  if (/^\d{1,10}$/.test(trimmed) && Number(trimmed) >= 1) {
+    return { kind: "value", value: Number(trimmed) };
+  }
+  throw new RangeError(`Invalid open-file limit "${text}": use a number from 1, or max`);
+}
+
+/** tini's variables, honoured so that switching from tini changes only the binary. */
+function tiniAliases(env: Readonly<Record<string, string>>) {
+  // tini tests these with getenv() != NULL: set at all, to any value, means on.
+  const verbosity = env.TINI_VERBOSITY;
+  const level = verbosity === undefined || !/^\d+$/.test(verbosity.trim())
+    ? undefined
+    : LOG_LEVELS[Math.min(Number(verbosity), LOG_LEVELS.length - 1)];
+  return {
+    subreaper: env.TINI_SUBREAPER !== undefined,
+    group: env.TINI_KILL_PROCESS_GROUP !== undefined,
+    level,
+  };
+}
+
+function buildConfig(
+  command: readonly string[],
+  settings: Settings,
+  env: Readonly<Record<string, string>>,
+): Config {
+  const tini = tiniAliases(env);
+  const parseEach = <T>(items: readonly Sourced[], parse: (text: string) => T) =>
+    items.map((item) => parseFrom(item, parse));
+  const grace = settings.last("grace");
+  const killAfter = settings.last("kill-after");
+  const pdeathsig = settings.last("pdeathsig");
+  const fileLimit = settings.last("nofile");
+  const healthAddr = settings.last("health-addr");
+  const levelVariable = env.DENIT_LOG_LEVEL;
+  const baseLevel = levelVariable !== undefined
+    ? parseFrom({ value: levelVariable, from: "DENIT_LOG_LEVEL" }, parseLogLevel)
+    : tini.level ?? "warn";
+  const levelIndex = Math.min(
+    LOG_LEVELS.indexOf(baseLevel) + settings.count("verbose"),
+    LOG_LEVELS.length - 1,
+  );
+  const health = healthAddr !== undefined && healthAddr.value !== ""
+    ? parseFrom(healthAddr, parseListenAddress)
+    : settings.flag("health")
+    ? DEFAULT_HEALTH
+    : null;
+  const warnings = unknownVariables(env, "DENIT_", VARIABLES).map((unknown) =>
+    `unknown variable ${unknown.name} is ignored` +
+    (unknown.closest === null ? "" : `; did you mean ${unknown.closest}?`)
+  );
+  return Object.freeze({
+    command: Object.freeze([...command]),
+    group: settings.flag("group") || tini.group,
+    rewrite: new Map(parseEach(settings.list("rewrite"), parseRewrite)),
+    remapExit: new Set(parseEach(settings.list("remap-exit"), parseExitCode)),
+    subreaper: settings.flag("subreaper") || tini.subreaper,
+    pdeathsig: pdeathsig === undefined ? null : parseFrom(pdeathsig, parseSignal),
+    graceMs: grace === undefined ? null : parseFrom(grace, parseDuration),
+    killAfterMs: killAfter === undefined
+      ? DEFAULT_KILL_AFTER_MS
+      : parseFrom(killAfter, parseDuration),
+    logLevel: LOG_LEVELS[levelIndex] ?? "debug",
+    health,
+    fileLimit: fileLimit === undefined
+      ? DEFAULT_LIMIT_SETTING
+      : parseFrom(fileLimit, parseFileLimit),
+    warnings: Object.freeze(warnings),
+  });
+}
+
+/** Parses denit's arguments (without the program name) and environment. */
+export function parseInvocation(
+  args: readonly string[],
+  env: Readonly<Record<string, string>>,
+): Invocation {
+  const scan = scanArgs(args, OPTIONS, { stopAtPositional: true });
+  if (scan.flags.has("help")) return { kind: "help" };
+  if (scan.flags.has("version")) return { kind: "version" };
+  if (scan.positional.length === 0) throw new UsageError("No command given");
+  const settings = new Settings(scan, OPTIONS, env);
+  return { kind: "run", config: buildConfig(scan.positional, settings, env) };
+}

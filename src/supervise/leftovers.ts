@@ -1,0 +1,88 @@
+/**
+ * Finding what the child left behind, and naming it in log lines. As PID 1, `kill(-1)` reaches
+ * every process in the namespace; as a subreaper, denit walks its descendants through
+ * /proc/PID/task/TID/children (orphans reparented to a subreaper are its children, and their
+ * own children are found from there), which costs nothing like a scan of every process.
+ */
+
+/** A process found in /proc. */
+export interface ProcessInfo {
+  readonly pid: number;
+  /** The command name (/proc/PID/comm), "?" if it ended while we looked. */
+  readonly name: string;
+  /** The one-letter state of proc(5): R, S, D, Z, T... */
+  readonly state: string;
+  /** The process group. */
+  readonly pgid: number;
+}
+
+function childrenOf(pid: number | "self"): number[] {
+  const found: number[] = [];
+  let tasks: Iterable<Deno.DirEntry>;
+  try {
+    tasks = Deno.readDirSync(`/proc/${pid}/task`);
+  } catch {
+    return found; // Gone, or no /proc: nothing more to find below it.
+  }
+  for (const task of tasks) {
+    try {
+      const text = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`);
+      for (const word of text.split(" ")) if (word.trim() !== "") found.push(Number(word));
+    } catch {
+      // The thread ended while we looked: it had no children of its own to report.
+    }
+  }
+  return found;
+}
+
+/** Every descendant of this process, children first, each once. */
+export function descendants(): number[] {
+  const seen = new Set<number>();
+  const queue = childrenOf("self");
+  for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
+    if (seen.has(pid)) continue;
+    seen.add(pid);
+    queue.push(...childrenOf(pid));
+  }
+  return [...seen];
+}
+
+/** Every process in this PID namespace but this one (as PID 1: everything kill(-1) reaches). */
+export function otherProcesses(): number[] {
+  const found: number[] = [];
+  try {
+    for (const entry of Deno.readDirSync("/proc")) {
+      if (/^\d+$/.test(entry.name) && Number(entry.name) !== Deno.pid) {
+        found.push(Number(entry.name));
+      }
+    }
+  } catch {
+    // No /proc mounted: nothing to name.
+  }
+  return found;
+}
+
+/** Name and state of a process, from /proc/PID/stat. */
+export function describeProcess(pid: number): ProcessInfo {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    const open = stat.indexOf("(");
+    const close = stat.lastIndexOf(")");
+    // proc(5): after "(comm) " come state, ppid, pgrp.
+    const [state = "?", , pgrp = "0"] = stat.slice(close + 2).split(" ");
+    return { pid, name: stat.slice(open + 1, close), state, pgid: Number(pgrp) };
+  } catch {
+    return { pid, name: "?", state: "?", pgid: 0 }; // Ended while we looked.
+  }
+}
+
+/** "12 (sleep), 13 (sh, D)": at most `limit` processes, then how many more. */
+export function formatProcesses(processes: readonly ProcessInfo[], limit = 8): string {
+  const shown = processes.slice(0, limit).map((p) =>
+    p.state === "S" || p.state === "R" || p.state === "?"
+      ? `${p.pid} (${p.name})`
+      : `${p.pid} (${p.name}, ${p.state})`
+  );
+  const more = processes.length - shown.length;
+  return shown.join(", ") + (more > 0 ? ` and ${more} more` : "");
+}

@@ -1,0 +1,130 @@
+/**
+ * The supervising program: parse, then supervise. Observers that run beside it (the health
+ * endpoint) are handed in by the entry module, so that this program imports none of them and
+ * loads their code only when asked to.
+ */
+
+import type { ListenAddress } from "../common/address.ts";
+import { formatAddress } from "../common/address.ts";
+import { UsageError } from "../common/errors.ts";
+import { ExitCode } from "../common/exit_codes.ts";
+import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
+import type { SnapshotSource } from "../common/snapshot.ts";
+import { VERSION } from "../common/version.ts";
+import { type Config, HELP, parseInvocation, USAGE_LINE } from "./cli.ts";
+import type { SignalInbox } from "./inbox.ts";
+import type { Supervisor } from "./supervisor.ts";
+
+/** Something started before the child and closed when denit exits. */
+export interface Attachment {
+  close(): void;
+}
+
+/** Starts the health endpoint on an address over the supervisor's snapshots. */
+export type HealthStarter = (
+  address: ListenAddress,
+  source: SnapshotSource & { readonly supervisorStartedAtMs: number },
+) => Attachment;
+
+/** What the entry module provides. */
+export interface SuperviseContext {
+  /** The listeners installed first thing, with the signals they kept. */
+  readonly inbox: SignalInbox;
+  /** Loads the health endpoint's code (only when --health asks for it). */
+  readonly loadHealth: () => Promise<HealthStarter>;
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Deno.errors.AddrInUse) return "address already in use";
+  if (err instanceof Deno.errors.AddrNotAvailable) return "address not available on this host";
+  if (err instanceof Deno.errors.PermissionDenied) return "permission denied";
+  if (!(err instanceof Error)) return String(err);
+  return err.message.split("\n")[0] ?? "";
+}
+
+/** Runs denit with the given arguments (without the program name); resolves to the exit code. */
+export async function superviseMain(
+  args: readonly string[],
+  context: SuperviseContext,
+): Promise<number> {
+  let invocation;
+  try {
+    invocation = parseInvocation(args, Deno.env.toObject());
+  } catch (err: unknown) {
+    if (!(err instanceof UsageError)) throw err;
+    printErr(`denit: ${err.message}\n${USAGE_LINE}\nTry 'denit --help' for more information.`);
+    return ExitCode.USAGE;
+  }
+  if (invocation.kind === "help") {
+    printOut(HELP);
+    return ExitCode.OK;
+  }
+  if (invocation.kind === "version") {
+    printOut(`denit ${VERSION} (deno ${Deno.version.deno})`);
+    return ExitCode.OK;
+  }
+  const config = invocation.config;
+  const log = createLogger(config.logLevel);
+  for (const warning of config.warnings) log.warn(warning);
+  let supervisorModule;
+  try {
+    // Loaded after parsing, so that --help and usage errors never need the C library.
+    supervisorModule = await import("./supervisor.ts");
+  } catch (err: unknown) {
+    log.error(describe(err));
+    return ExitCode.INTERNAL;
+  }
+  const supervisor = new supervisorModule.Supervisor(config, log, context.inbox);
+  return await supervise(config, supervisor, log, context);
+}
+
+async function startHealth(
+  config: Config,
+  supervisor: SnapshotSource,
+  log: Logger,
+  context: SuperviseContext,
+): Promise<Attachment | null> {
+  if (config.health === null) return null;
+  const start = await context.loadHealth();
+  const server = start(config.health, {
+    snapshot: () => supervisor.snapshot(),
+    supervisorStartedAtMs: Date.now() - performance.now(),
+  });
+  log.info("health endpoint listening", { address: formatAddress(config.health) });
+  return server;
+}
+
+async function supervise(
+  config: Config,
+  supervisor: Supervisor,
+  log: Logger,
+  context: SuperviseContext,
+): Promise<number> {
+  let health: Attachment | null;
+  try {
+    // Bound before the child starts: a taken address must fail before anything runs.
+    health = await startHealth(config, supervisor, log, context);
+  } catch (err: unknown) {
+    const address = config.health === null ? "" : formatAddress(config.health);
+    log.error(`Cannot serve health on "${address}": ${describe(err)}`);
+    return ExitCode.INTERNAL;
+  }
+  try {
+    // Deno refuses arguments that are not valid UTF-8 before denit runs, so every argument
+    // here is exact text, and its UTF-8 encoding is the exact bytes it came in as.
+    const encoder = new TextEncoder();
+    supervisor.start(config.command.map((arg) => encoder.encode(arg)));
+  } catch (err: unknown) {
+    health?.close();
+    const { ExecError } = await import("./command.ts");
+    if (err instanceof ExecError) {
+      log.error(err.message);
+      return err.exitCode;
+    }
+    log.error(`Cannot start the supervisor: ${describe(err)}`);
+    return ExitCode.INTERNAL;
+  }
+  const exitCode = await supervisor.finished();
+  health?.close();
+  return exitCode;
+}

@@ -1,0 +1,61 @@
+/**
+ * The only waiter for children: turns wait statuses into rounds of reaping. Nothing else in
+ * denit waits for a child, so no status can be taken by someone else (`Deno.Command` is never
+ * used: its own waitpid would race with this one).
+ *
+ * A round blocks a worker thread until some child has terminated, without reaping it
+ * (waitid with WNOWAIT), then reaps on the JS thread with waitpid(WNOHANG). Reaping and
+ * signalling both happen on the JS thread, so a pid denit signals is never one it has already
+ * reaped (and the kernel may have reused); see waitForExited() in sys/process.ts.
+ */
+
+import {
+  Errno,
+  type ExitStatus,
+  lastReapedStatus,
+  reapNext,
+  waitForExited,
+} from "../sys/process.ts";
+
+/** What one round of reaping found. */
+export interface ReapRound {
+  /** Processes reaped in this round, the main child included. */
+  reaped: number;
+  /** The main child's status, if it was among them. */
+  child: ExitStatus | null;
+  /** No child at all was left when the round ended. */
+  noChildren: boolean;
+  /** An unexpected waitpid errno (0: none). */
+  errno: number;
+}
+
+/**
+ * How many statuses one round collects before the event loop turns again (signals, timers and
+ * health requests wait that long): about 2 µs each, so a round stays well under a millisecond.
+ * The next round's wait returns at once while zombies remain, so a burst drains at full speed.
+ */
+export const REAP_BATCH = 256;
+
+/** One round: waits until a child has terminated, then reaps up to `limit` of them. */
+export async function reapRound(childPid: number, limit: number = REAP_BATCH): Promise<ReapRound> {
+  const round: ReapRound = { reaped: 0, child: null, noChildren: false, errno: 0 };
+  const waited = await waitForExited();
+  if (waited === "no-children") {
+    round.noChildren = true;
+    return round;
+  }
+  while (round.reaped < limit) {
+    const pid = reapNext();
+    if (pid === 0) break;
+    if (pid > 0) {
+      round.reaped++;
+      if (pid === childPid) round.child = lastReapedStatus();
+      continue;
+    }
+    // waitpid(2): ECHILD means the caller has no children left, waited-for or not.
+    if (pid === -Errno.ECHILD) round.noChildren = true;
+    else if (pid !== -Errno.EINTR) round.errno = -pid;
+    break;
+  }
+  return round;
+}

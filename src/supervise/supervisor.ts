@@ -1,0 +1,379 @@
+/**
+ * The supervisor's driver: the one holder of mutable state. It feeds events (signals, reaped
+ * children, timers) to `transition()` (machine.ts) and performs the effects it returns. Before
+ * the child runs it fails fast with an ExecError; once the child runs, nothing is thrown out
+ * of the loop: failures are logged, and reaping and forwarding go on.
+ */
+
+import { formatDuration } from "../common/duration.ts";
+import type { Logger } from "../common/log.ts";
+import { SIGCHLD, SIGKILL, signalName, SIGRTMAX, SIGRTMIN, SIGTERM } from "../common/signals.ts";
+import type { Snapshot } from "../common/snapshot.ts";
+import {
+  becomeSubreaper,
+  Errno,
+  errnoMessage,
+  fileLimit,
+  ignoreSignal,
+  isControllingTerminal,
+  resetIfIgnored,
+  sendSignal,
+  setParentDeathSignal,
+  spawn,
+  type SpawnResult,
+} from "../sys/process.ts";
+import { type Config, DEFAULT_FILE_LIMIT, type FileLimitSetting } from "./cli.ts";
+import { execFailure, type Executable, resolveCommand, shellFallback } from "./command.ts";
+import type { SignalInbox } from "./inbox.ts";
+import { descendants, describeProcess, formatProcesses, otherProcesses } from "./leftovers.ts";
+import {
+  type Effect,
+  type Event,
+  INITIAL_STATE,
+  type Outcome,
+  type Policy,
+  type State,
+  type TimerName,
+  transition,
+} from "./machine.ts";
+import { type ReapRound, reapRound } from "./reaper.ts";
+import { SIGNAL_TABLE } from "./signals.ts";
+
+/** Sweeps of leftovers triggered by reaping are at least this far apart (each reads /proc). */
+const SWEEP_INTERVAL_MS = 20;
+/** After an unexpected failure of a reap round, the next one waits this long (no busy loop). */
+const REAP_RETRY_MS = 100;
+
+/** The child's soft open-file limit for a setting; undefined leaves this process's own. */
+export function childFileLimit(
+  setting: FileLimitSetting,
+  current: { soft: number | null; hard: number | null },
+  standalone: boolean,
+): number | null | undefined {
+  switch (setting.kind) {
+    case "max":
+      return current.hard;
+    case "value":
+      return current.hard === null ? setting.value : Math.min(setting.value, current.hard);
+    case "default":
+      // The compiled binary keeps the limit it was given; `deno run` raised the soft limit to
+      // the hard one before denit ran, so the container's value is lost: 1024, as most have.
+      if (standalone) return undefined;
+      return current.hard === null
+        ? DEFAULT_FILE_LIMIT
+        : Math.min(DEFAULT_FILE_LIMIT, current.hard);
+  }
+}
+
+/** Runs one child under supervision. */
+export class Supervisor {
+  readonly #config: Config;
+  readonly #policy: Policy;
+  readonly #log: Logger;
+  readonly #inbox: SignalInbox;
+  readonly #done = Promise.withResolvers<number>();
+  readonly #timers = new Map<TimerName, ReturnType<typeof setTimeout>>();
+  readonly #forwarded = new Map<string, number>();
+  /** Leftovers already sent each signal: every process gets a signal once. */
+  readonly #signalled = new Map<number, Set<number>>();
+  /** Signals forwarded to the child's whole group (-g): its members need no second one. */
+  readonly #groupSignals = new Set<number>();
+  #state: State = INITIAL_STATE;
+  /** Where forwarded signals go: the child's pid, or its group as -pgid with -g. */
+  #target = 0;
+  #finished = false;
+  #startedAtMs: number | null = null;
+  #exitedAtMs: number | null = null;
+  #reaped = 0;
+  #lastSweepMs = -Infinity;
+  #sweepTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(config: Config, log: Logger, inbox: SignalInbox) {
+    this.#config = config;
+    this.#log = log;
+    this.#inbox = inbox;
+    this.#policy = {
+      rewrite: config.rewrite,
+      graceMs: config.graceMs,
+      killAfterMs: config.killAfterMs,
+      remapExit: config.remapExit,
+    };
+  }
+
+  /** The current state, frozen. */
+  snapshot(): Snapshot {
+    const state = this.#state;
+    const exited = state.name === "exited" ? state : null;
+    return Object.freeze({
+      state: state.name,
+      pid: state.name === "starting" ? null : state.pid,
+      startedAtMs: this.#startedAtMs,
+      exitedAtMs: this.#exitedAtMs,
+      exitCode: exited?.exitCode ?? null,
+      exitSignal: exited?.status?.kind === "signaled" ? signalName(exited.status.signo) : null,
+      zombiesReaped: this.#reaped,
+      signalsForwarded: Object.freeze(Object.fromEntries(this.#forwarded)),
+    });
+  }
+
+  /**
+   * Prepares this process (parent-death signal, subreaper, signal dispositions), takes the
+   * signals kept so far, then starts the child. Throws ExecError (126/127) if it cannot run;
+   * nothing is started then.
+   */
+  start(argv: readonly Uint8Array[]): void {
+    const name = this.#config.command[0] ?? "";
+    const command: Executable = { path: resolveCommand(name, Deno.env.get("PATH")), argv };
+    this.#prepareProcess();
+    this.#inbox.take((signo) => this.#dispatch({ type: "signal-received", signo }));
+    let result = this.#spawn(command);
+    if (result.kind === "failed" && result.errno === Errno.ENOEXEC) {
+      // execvp(3) runs an executable text file without #! through /bin/sh; so does denit.
+      const fallback = shellFallback(command);
+      if (fallback !== null) result = this.#spawn(fallback);
+    }
+    if (result.kind === "failed") throw execFailure(name, command.path, result.errno);
+    this.#startedAtMs = Date.now();
+    const target = this.#config.group ? -result.pid : result.pid;
+    this.#target = target;
+    this.#log.info("child started", { pid: result.pid, group: this.#config.group });
+    this.#dispatch({ type: "child-started", pid: result.pid, target });
+    void this.#reapLoop(result.pid);
+  }
+
+  /** Resolves with denit's exit code once the child and its leftovers are gone. */
+  finished(): Promise<number> {
+    return this.#done.promise;
+  }
+
+  #prepareProcess(): void {
+    const { pdeathsig, subreaper } = this.#config;
+    if (pdeathsig !== null) {
+      const result = setParentDeathSignal(pdeathsig);
+      if (!result.ok) this.#log.warn("cannot set parent-death signal", { errno: result.errno });
+    }
+    if (Deno.pid !== 1 && !subreaper) {
+      this.#log.warn("not PID 1 and not a subreaper: orphans will not be reaped; use -s");
+    } else if (Deno.pid !== 1) {
+      const result = becomeSubreaper();
+      if (!result.ok) this.#log.warn("cannot become a subreaper", { errno: result.errno });
+    }
+    for (const row of SIGNAL_TABLE) if (row.action === "ignore") ignoreSignal(row.signo);
+    // Deno cannot listen for real-time signals; at their default they would end a subreaper
+    // denit (the kernel protects only PID 1). The child still starts with them at default.
+    for (let signo = SIGRTMIN; signo <= SIGRTMAX; signo++) ignoreSignal(signo);
+    // Inherited as ignored, SIGCHLD makes the kernel reap every child itself, and its status
+    // is lost (waitpid: ECHILD). Back to the default, as every init needs it.
+    if (resetIfIgnored(SIGCHLD) === "ignore") {
+      this.#log.info("SIGCHLD was inherited as ignored; set back to its default");
+    }
+  }
+
+  #spawn(command: Executable): SpawnResult {
+    const limit = childFileLimit(this.#config.fileLimit, fileLimit(), Deno.build.standalone);
+    const request = {
+      ...command,
+      ...(limit === undefined ? {} : { fileSoftLimit: limit }),
+    };
+    // spawn() itself falls back to no hand-over where glibc lacks it (before 2.35).
+    if (!isControllingTerminal()) return spawn(request);
+    const result = spawn({ ...request, foregroundFd: 0 });
+    if (result.kind === "spawned" || result.stage !== "foreground") return result;
+    this.#log.warn("cannot give the terminal to the child", { errno: result.errno });
+    return spawn(request);
+  }
+
+  async #reapLoop(childPid: number): Promise<void> {
+    while (!this.#finished) {
+      let round: ReapRound;
+      try {
+        round = await reapRound(childPid);
+      } catch (err: unknown) {
+        // A PID 1 never bails: say so, wait a moment, and wait for children again.
+        this.#log.error("reaping failed; retrying", { error: String(err) });
+        await new Promise((resolve) => setTimeout(resolve, REAP_RETRY_MS));
+        continue;
+      }
+      this.#afterRound(round);
+    }
+  }
+
+  #afterRound(round: ReapRound): void {
+    this.#reaped += round.reaped;
+    if (round.reaped > 0 && this.#log.enabled("debug")) {
+      this.#log.debug("reaped", { count: round.reaped, child: round.child !== null });
+    }
+    if (round.errno !== 0) this.#log.warn("waitpid failed", { errno: round.errno });
+    if (round.child !== null) {
+      this.#exitedAtMs = Date.now();
+      this.#dispatch({ type: "child-exited", status: round.child, othersLeft: !round.noChildren });
+    } else if (round.reaped > 0) {
+      this.#dispatch({ type: "others-reaped" });
+    }
+    if (round.noChildren) {
+      const lost = this.#state.name !== "exited";
+      this.#dispatch(lost ? { type: "child-lost" } : { type: "children-gone" });
+    }
+  }
+
+  #dispatch(event: Event): void {
+    if (this.#finished) return;
+    const step = transition(this.#state, event, this.#policy);
+    this.#state = step.state;
+    for (const effect of step.effects) {
+      try {
+        this.#perform(effect);
+      } catch (err: unknown) {
+        // Never out of the loop once the child runs: the next event tries again.
+        this.#log.error(`cannot ${effect.type}`, { error: String(err) });
+      }
+    }
+  }
+
+  #perform(effect: Effect): void {
+    switch (effect.type) {
+      case "forward-signal":
+        return this.#forward(effect.signo, effect.target, effect.received);
+      case "drop-signal":
+        return this.#log.debug("signal dropped", {
+          signal: signalName(effect.signo),
+          reason: effect.reason,
+        });
+      case "start-timer":
+        return this.#startTimer(effect.timer, effect.ms);
+      case "cancel-timer":
+        return this.#cancelTimer(effect.timer);
+      case "force-kill":
+        return this.#forceKill(effect.target);
+      case "signal-leftovers":
+        return this.#sweep(effect.signo);
+      case "finish":
+        return this.#finish(effect.exitCode, effect.outcome);
+    }
+  }
+
+  #forward(signo: number, target: number, received: number): void {
+    const signal = signalName(signo);
+    const result = sendSignal(target, signo);
+    if (result.ok) {
+      this.#forwarded.set(signal, (this.#forwarded.get(signal) ?? 0) + 1);
+      if (target < 0) this.#groupSignals.add(signo);
+      // Per-signal path: build the log line only when it is shown.
+      if (!this.#log.enabled("info")) return;
+      this.#log.info("signal sent", { signal, from: signalName(received), target });
+    } else if (result.errno === Errno.ESRCH) {
+      this.#log.debug("cannot forward: child already gone", { signal, target });
+    } else {
+      this.#log.warn(`cannot forward ${signal}: ${errnoMessage(result.errno)}`, { target });
+    }
+  }
+
+  #cancelTimer(name: TimerName): void {
+    // Only when one is set: the first clearTimeout() loads Deno's timer code (about 7 ms),
+    // which would sit between the child's exit and denit's.
+    const timer = this.#timers.get(name);
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    this.#timers.delete(name);
+  }
+
+  #startTimer(name: TimerName, ms: number): void {
+    this.#cancelTimer(name);
+    const event: Event = name === "grace"
+      ? { type: "grace-expired" }
+      : { type: "kill-timer-expired" };
+    this.#timers.set(
+      name,
+      setTimeout(() => {
+        this.#timers.delete(name);
+        this.#dispatch(event);
+      }, ms),
+    );
+  }
+
+  #forceKill(target: number): void {
+    // Named before they are killed: afterwards only zombies (or nothing) are left to read.
+    const child = this.#state.name === "starting" ? null : this.#state.pid;
+    const victims = (Deno.pid === 1 ? otherProcesses() : descendants()).map(describeProcess);
+    const first = victims.filter((p) => p.pid === child);
+    const named = [...first, ...victims.filter((p) => p.pid !== child)];
+    this.#log.warn(
+      `grace period of ${formatDuration(this.#config.graceMs ?? 0)} expired: SIGKILL to ${
+        formatProcesses(named)
+      }`,
+    );
+    this.#forward(SIGKILL, target, SIGKILL);
+    this.#killLeftovers(SIGKILL, false);
+  }
+
+  /** A sweep asked by the machine; those that follow reaping are spaced SWEEP_INTERVAL_MS. */
+  #sweep(signo: number): void {
+    const now = performance.now();
+    if (now - this.#lastSweepMs < SWEEP_INTERVAL_MS) {
+      this.#sweepTimer ??= setTimeout(() => {
+        this.#sweepTimer = null;
+        if (this.#state.name === "exited" && !this.#finished) {
+          this.#sweep(this.#state.phase === "terminating" ? SIGTERM : SIGKILL);
+        }
+      }, SWEEP_INTERVAL_MS);
+      return;
+    }
+    this.#lastSweepMs = now;
+    this.#killLeftovers(signo, true);
+  }
+
+  #killLeftovers(signo: number, announce: boolean): void {
+    const signal = signalName(signo);
+    const sent = this.#signalled.get(signo) ?? new Set<number>();
+    this.#signalled.set(signo, sent);
+    if (Deno.pid === 1 && signo === SIGKILL) {
+      // kill(2): pid -1 reaches every process denit may signal, except itself, with no race
+      // against fork; repeated for what was forked or reparented since.
+      const named = announce && !sent.has(-1) ? otherProcesses().map(describeProcess) : [];
+      sent.add(-1);
+      if (!sendSignal(-1, signo).ok) return;
+      if (named.length > 0) this.#warnKill(named);
+      return;
+    }
+    // Each process once: a group that got this signal forwarded already had it (-g), and a
+    // process found again in a later sweep is not signalled twice.
+    const groupDone = this.#groupSignals.has(signo) ? -this.#target : 0;
+    const fresh = (Deno.pid === 1 ? otherProcesses() : descendants()).filter((pid) =>
+      !sent.has(pid)
+    );
+    for (const pid of fresh) sent.add(pid);
+    const infos = fresh.map(describeProcess).filter((p) =>
+      p.state !== "Z" && p.state !== "?" && p.pgid !== groupDone
+    );
+    const hit = infos.filter((p) => sendSignal(p.pid, signo).ok);
+    if (hit.length === 0) return;
+    if (announce && signo === SIGKILL) this.#warnKill(hit);
+    else this.#log.info("signalled leftovers", { signal, pids: hit.map((p) => p.pid).join(",") });
+  }
+
+  #warnKill(processes: ReturnType<typeof describeProcess>[]): void {
+    const after = this.#config.killAfterMs === 0
+      ? "at once (--kill-after 0)"
+      : `after ${formatDuration(this.#config.killAfterMs)}`;
+    this.#log.warn(`SIGKILL to leftovers still running ${after}: ${formatProcesses(processes)}`);
+  }
+
+  #finish(exitCode: number, outcome: Outcome): void {
+    if (outcome === "abandoned") {
+      const left = (Deno.pid === 1 ? otherProcesses() : descendants()).map(describeProcess);
+      const names = left.length === 0 ? "" : `: ${formatProcesses(left)}`;
+      this.#log.warn(`leftover processes survived SIGKILL; exiting anyway${names}`);
+    } else if (outcome === "lost") {
+      this.#log.error(
+        "the child's exit status was lost: no children are left to wait for " +
+          "(something else reaped the child); exiting 125",
+      );
+    }
+    this.#finished = true;
+    for (const name of [...this.#timers.keys()]) this.#cancelTimer(name);
+    if (this.#sweepTimer !== null) clearTimeout(this.#sweepTimer);
+    // The inbox's listeners stay: a signal arriving now is swallowed rather than killing denit.
+    this.#log.info("exiting", { code: exitCode });
+    this.#done.resolve(exitCode);
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Struct sizes, offsets and constants of glibc on 64-bit Linux, per architecture. The values
+ * are the same on x86_64 and aarch64 except where `ARM64` picks: both are LP64 with the same
+ * glibc structs; they differ in two open(2) flags (x86_64 uses asm-generic/fcntl.h, arm64 keeps
+ * the 32-bit ARM values of asm/fcntl.h) and in system call numbers (arm64 uses the generic
+ * asm-generic/unistd.h table). tests/layout_test.ts compiles a C program against the machine's
+ * headers and compares; the arm64 column is checked against the kernel's headers in that test.
+ */
+
+const ARM64 = Deno.build.arch === "aarch64";
+
+/** sizeof(sigset_t) in glibc: 1024 bits, of which the kernel uses the first 64. */
+export const SIGSET_BYTES = 128;
+/** sizeof(posix_spawnattr_t): 336 on x86_64 and aarch64 (glibc 2.x, LP64). */
+export const SPAWNATTR_BYTES = 336;
+/** sizeof(posix_spawn_file_actions_t): 80 on LP64. */
+export const FILE_ACTIONS_BYTES = 80;
+
+/** sizeof(siginfo_t) and the fields waitid(2) fills (asm-generic/siginfo.h, LP64). */
+export const SIGINFO = Object.freeze({ bytes: 128, signo: 0, code: 8, pid: 16, status: 24 });
+
+/** struct rlimit: two rlim_t (unsigned long). */
+export const RLIMIT = Object.freeze({ bytes: 16, cur: 0, max: 8 });
+
+/** struct statx (linux/stat.h), the fields copy mode reads. */
+export const STATX = Object.freeze({
+  bytes: 256,
+  nlink: 16,
+  uid: 20,
+  gid: 24,
+  mode: 28,
+  ino: 32,
+  size: 40,
+  blocks: 48,
+  atime: 64,
+  mtime: 112,
+  devMajor: 136,
+  devMinor: 140,
+});
+
+/** struct linux_dirent64 (getdents64(2)). */
+export const DIRENT64 = Object.freeze({ ino: 0, reclen: 16, type: 18, name: 19 });
+
+/** open(2) flags (fcntl.h); O_DIRECTORY and O_NOFOLLOW differ on arm64 (asm/fcntl.h). */
+export const O = Object.freeze({
+  RDONLY: 0o0,
+  WRONLY: 0o1,
+  CREAT: 0o100,
+  EXCL: 0o200,
+  NONBLOCK: 0o4000,
+  DIRECTORY: ARM64 ? 0o40000 : 0o200000,
+  NOFOLLOW: ARM64 ? 0o100000 : 0o400000,
+  CLOEXEC: 0o2000000,
+  PATH: 0o10000000,
+});
+
+/** System call numbers (asm/unistd.h) for the calls glibc wraps process-wide. */
+export const SYS = Object.freeze(
+  ARM64
+    ? { setgroups: 159, setresuid: 147, setresgid: 149 }
+    : { setgroups: 116, setresuid: 117, setresgid: 119 },
+);

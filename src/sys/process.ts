@@ -1,0 +1,306 @@
+/**
+ * Process calls for the supervisor: spawn, wait, signal, prctl, limits. Typed wrappers over
+ * PROCESS_SYMBOLS; each reads errno right after its call and returns a discriminated union.
+ */
+
+import { FILE_ACTIONS_BYTES, RLIMIT, SIGINFO, SIGSET_BYTES, SPAWNATTR_BYTES } from "./layout.ts";
+import { messageOf, openLibc, PROCESS_SYMBOLS, readErrno } from "./symbols.ts";
+
+const libc = openLibc(PROCESS_SYMBOLS);
+
+/** errno values denit reacts to (asm-generic/errno-base.h). */
+export const Errno = Object.freeze({
+  EPERM: 1,
+  ENOENT: 2,
+  ESRCH: 3,
+  EINTR: 4,
+  ENOEXEC: 8,
+  ECHILD: 10,
+  EACCES: 13,
+  EINVAL: 22,
+  ENOTTY: 25,
+});
+
+const WNOHANG = 1; // sys/wait.h
+const WEXITED = 4; // sys/wait.h
+const WNOWAIT = 0x01000000; // sys/wait.h
+const P_ALL = 0; // sys/wait.h idtype_t
+const POSIX_SPAWN_SETPGROUP = 0x02; // spawn.h
+const POSIX_SPAWN_SETSIGDEF = 0x04; // spawn.h
+const POSIX_SPAWN_SETSIGMASK = 0x08; // spawn.h
+const PR_SET_PDEATHSIG = 1; // linux/prctl.h
+const PR_SET_NAME = 15; // linux/prctl.h
+const PR_SET_CHILD_SUBREAPER = 36; // linux/prctl.h
+const SIG_DFL = 0n; // bits/signum-generic.h: ((__sighandler_t) 0)
+const SIG_IGN = 1n; // bits/signum-generic.h: ((__sighandler_t) 1)
+const SIG_ERR = 0xffffffffffffffffn; // ((__sighandler_t) -1)
+const RLIMIT_NOFILE = 7; // bits/resource.h
+const X_OK = 1; // unistd.h
+
+function errno(): number {
+  return readErrno(libc.__errno_location);
+}
+
+/** The C library's message for an errno value, e.g. "No such file or directory". */
+export function errnoMessage(code: number): string {
+  return messageOf(libc.strerror, code);
+}
+
+const encoder = new TextEncoder();
+
+/** A NUL-terminated copy of a string or of raw bytes. */
+export function cString(value: string | Uint8Array): Uint8Array<ArrayBuffer> {
+  const bytes = typeof value === "string" ? encoder.encode(value) : value;
+  const out = new Uint8Array(bytes.length + 1);
+  out.set(bytes);
+  return out;
+}
+
+/** Result of a call that only fails with errno. */
+export type CallResult = { ok: true } | { ok: false; errno: number };
+
+function checked(rc: number): CallResult {
+  return rc === 0 ? { ok: true } : { ok: false, errno: errno() };
+}
+
+/** How a process ended, decoded from a wait status. */
+export type ExitStatus =
+  | { kind: "exited"; code: number }
+  | { kind: "signaled"; signo: number; coreDumped: boolean };
+
+/** Decodes a raw wait status the way the sys/wait.h macros do. */
+export function decodeWaitStatus(raw: number): ExitStatus {
+  const termsig = raw & 0x7f;
+  if (termsig === 0) return { kind: "exited", code: (raw >> 8) & 0xff }; // WIFEXITED, WEXITSTATUS
+  // WIFSIGNALED is termsig != 0 && termsig != 0x7f; 0x7f (stopped) needs WUNTRACED, never used.
+  return { kind: "signaled", signo: termsig, coreDumped: (raw & 0x80) !== 0 }; // WTERMSIG, WCOREDUMP
+}
+
+const drainStatus = new Int32Array(1);
+
+/**
+ * waitpid(-1, WNOHANG) without allocating, for draining many zombies: a pid (> 0; its status
+ * from `lastReapedStatus()`), 0 when children remain but none has exited, or -errno.
+ */
+export function reapNext(): number {
+  const pid = libc.waitpid(-1, drainStatus, WNOHANG);
+  return pid >= 0 ? pid : -errno();
+}
+
+/** The status of the child `reapNext()` last returned. */
+export function lastReapedStatus(): ExitStatus {
+  return decodeWaitStatus(drainStatus[0] ?? 0);
+}
+
+/** What waiting for a terminated child found; nothing is reaped by the wait itself. */
+export type Waited = "exited" | "no-children" | "interrupted";
+
+const waitInfo = new Uint8Array(SIGINFO.bytes);
+
+/**
+ * Blocks a worker thread in waitid(P_ALL, WEXITED | WNOWAIT) until some child has terminated,
+ * and leaves it unreaped: only the JS thread reaps (`reapNext()`), and only the JS thread
+ * signals, so a pid that denit signals can never have been reaped and reused in between
+ * (tini and catatonit get the same guarantee from doing both on their one thread).
+ * errno cannot be read across threads: a failure is looked at again here, without blocking.
+ */
+export async function waitForExited(): Promise<Waited> {
+  const rc = await libc.waitid_blocking(P_ALL, 0, waitInfo, WEXITED | WNOWAIT);
+  if (rc === 0) return "exited";
+  const again = libc.waitid(P_ALL, 0, waitInfo, WEXITED | WNOWAIT | WNOHANG);
+  if (again === 0) {
+    // waitid(2) with WNOHANG: si_pid 0 means children exist but none has terminated.
+    const pid = new DataView(waitInfo.buffer).getInt32(SIGINFO.pid, true);
+    return pid === 0 ? "interrupted" : "exited";
+  }
+  // waitid(2): ECHILD means the caller has no children left, waited-for or not.
+  return errno() === Errno.ECHILD ? "no-children" : "interrupted";
+}
+
+/** kill(2): pid > 0 one process, pid < -1 a process group, -1 every process we may signal. */
+export function sendSignal(pid: number, signo: number): CallResult {
+  return checked(libc.kill(pid, signo));
+}
+
+/** prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned descendants are reparented to this process. */
+export function becomeSubreaper(): CallResult {
+  return checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1n, 0n, 0n, 0n));
+}
+
+/** prctl(PR_SET_PDEATHSIG, signo): get signo when the parent that started us dies. */
+export function setParentDeathSignal(signo: number): CallResult {
+  return checked(libc.prctl(PR_SET_PDEATHSIG, BigInt(signo), 0n, 0n, 0n));
+}
+
+/** prctl(PR_SET_NAME): the calling thread's name (the process's name in ps when it is main). */
+export function setThreadName(name: string): CallResult {
+  const bytes = cString(name.slice(0, 15));
+  const address = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes)));
+  const result = checked(libc.prctl(PR_SET_NAME, address, 0n, 0n, 0n));
+  void bytes; // referenced until after the call
+  return result;
+}
+
+/** A signal's disposition before a change: what the process inherited. */
+export type Disposition = "default" | "ignore" | "handler";
+
+function setDisposition(signo: number, handler: bigint): Disposition | null {
+  const previous = libc.signal(signo, handler);
+  if (previous === SIG_ERR) return null;
+  return previous === SIG_DFL ? "default" : previous === SIG_IGN ? "ignore" : "handler";
+}
+
+/** signal(signo, SIG_IGN); null when the C library refuses the signal. */
+export function ignoreSignal(signo: number): Disposition | null {
+  return setDisposition(signo, SIG_IGN);
+}
+
+/**
+ * Sets SIGCHLD (or any signal with no Deno listener) back to SIG_DFL if it was inherited as
+ * ignored; a handler installed by the runtime is left in place. Returns what it found.
+ */
+export function resetIfIgnored(signo: number): Disposition | null {
+  const previous = libc.signal(signo, SIG_DFL);
+  if (previous === SIG_ERR) return null;
+  if (previous === SIG_DFL) return "default";
+  if (previous === SIG_IGN) return "ignore";
+  libc.signal(signo, previous); // someone's handler: put it back
+  return "handler";
+}
+
+/**
+ * True when fd 0 is a terminal that is this process's controlling terminal. tcgetpgrp(3)
+ * fails with ENOTTY otherwise; it returns 0 when the foreground group lives outside this PID
+ * namespace (`unshare --pid` under a terminal owned by an outer session), which still means
+ * the terminal is ours to hand to the child.
+ */
+export function isControllingTerminal(): boolean {
+  if (!Deno.stdin.isTerminal()) return false;
+  return libc.tcgetpgrp(0) >= 0;
+}
+
+/** access(path, X_OK): whether this process may execute the file. */
+export function canExecute(path: Uint8Array): CallResult {
+  return checked(libc.access(cString(path), X_OK));
+}
+
+/** Soft and hard limit of open files; `null` for RLIM_INFINITY. */
+export interface FileLimit {
+  readonly soft: number | null;
+  readonly hard: number | null;
+}
+
+function limitValue(value: bigint): number | null {
+  return value === 0xffffffffffffffffn ? null : Number(value);
+}
+
+/** getrlimit(RLIMIT_NOFILE) of this process. */
+export function fileLimit(): FileLimit {
+  const old = new BigUint64Array(RLIMIT.bytes / 8);
+  libc.prlimit(0, RLIMIT_NOFILE, null, old);
+  return { soft: limitValue(old[0] ?? 0n), hard: limitValue(old[1] ?? 0n) };
+}
+
+function setFileLimit(limit: FileLimit): CallResult {
+  const value = (n: number | null) => n === null ? 0xffffffffffffffffn : BigInt(n);
+  const buffer = new BigUint64Array([value(limit.soft), value(limit.hard)]);
+  return checked(libc.prlimit(0, RLIMIT_NOFILE, buffer, null));
+}
+
+/** What to start: an executable path (already resolved) and argv, as raw bytes. */
+export interface SpawnRequest {
+  readonly path: Uint8Array;
+  readonly argv: readonly Uint8Array[];
+  /** "KEY=VALUE" entries; this process's own environment (`environ`) when absent. */
+  readonly env?: readonly Uint8Array[];
+  /** Make the child's new process group the foreground group of this terminal fd. */
+  readonly foregroundFd?: number;
+  /** The child's soft limit of open files (null: unlimited), when it must differ from ours. */
+  readonly fileSoftLimit?: number | null;
+}
+
+/** Result of `spawn()`. */
+export type SpawnResult =
+  | { kind: "spawned"; pid: number }
+  | { kind: "failed"; errno: number; stage: "exec" | "foreground" };
+
+/** True when this libc can hand the terminal to the child before it runs (glibc 2.35+). */
+export function canSetForegroundOnSpawn(): boolean {
+  return libc.posix_spawn_file_actions_addtcsetpgrp_np !== null;
+}
+
+function currentEnviron(): Deno.PointerValue {
+  // Read at each spawn: setenv(3) may have moved the array since the library was opened.
+  const address = libc.environ;
+  return address === null ? null : new Deno.UnsafePointerView(address).getPointer();
+}
+
+/** A NULL-terminated `char *[]` over C strings, which the caller keeps alive. */
+function pointerArray(strings: readonly Uint8Array<ArrayBuffer>[]): BigUint64Array<ArrayBuffer> {
+  const array = new BigUint64Array(strings.length + 1);
+  strings.forEach((s, i) => {
+    array[i] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(s)));
+  });
+  return array;
+}
+
+function signalSet(filled: boolean): Uint8Array<ArrayBuffer> {
+  // sigset_t is a bit array, bit N-1 for signal N. Filled, it holds every signal 1..64
+  // directly: sigfillset(3) in glibc leaves out 32 and 33 (its internal SIGCANCEL and
+  // SIGSETXID), and posix_spawn would then leave those two as the parent has them.
+  const set = new Uint8Array(SIGSET_BYTES);
+  if (filled) set.fill(0xff, 0, 8);
+  return set;
+}
+
+function spawnAttributes(): Uint8Array<ArrayBuffer> {
+  const attr = new Uint8Array(SPAWNATTR_BYTES);
+  libc.posix_spawnattr_init(attr);
+  const flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
+  libc.posix_spawnattr_setflags(attr, flags);
+  libc.posix_spawnattr_setpgroup(attr, 0); // a new process group led by the child
+  libc.posix_spawnattr_setsigdefault(attr, signalSet(true)); // every signal at SIG_DFL
+  libc.posix_spawnattr_setsigmask(attr, signalSet(false)); // an empty signal mask
+  return attr;
+}
+
+/**
+ * posix_spawn(3): a new process group, every signal at its default disposition, an empty
+ * signal mask, and the environment given (or this process's, byte for byte).
+ */
+export function spawn(request: SpawnRequest): SpawnResult {
+  const path = cString(request.path);
+  const args = request.argv.map((arg) => cString(arg));
+  const argv = pointerArray(args);
+  const envStrings = request.env?.map((entry) => cString(entry)) ?? null;
+  const envp = envStrings === null ? null : pointerArray(envStrings);
+  const foreground = request.foregroundFd !== undefined && canSetForegroundOnSpawn();
+  const actions = foreground ? new Uint8Array(FILE_ACTIONS_BYTES) : null;
+  if (actions !== null) {
+    libc.posix_spawn_file_actions_init(actions);
+    libc.posix_spawn_file_actions_addtcsetpgrp_np?.(actions, request.foregroundFd ?? 0);
+  }
+  const attr = spawnAttributes();
+  // setrlimit is process-wide: lowered only around the spawn (denit holds few descriptors).
+  const limit = request.fileSoftLimit === undefined ? null : fileLimit();
+  if (limit !== null && limit.soft !== request.fileSoftLimit) {
+    setFileLimit({ soft: request.fileSoftLimit ?? null, hard: limit.hard });
+  }
+  try {
+    const pid = new Int32Array(1);
+    const environment = envp === null ? currentEnviron() : Deno.UnsafePointer.of(envp);
+    const code = libc.posix_spawn(pid, path, actions, attr, argv, environment);
+    if (code === 0) return { kind: "spawned", pid: pid[0] ?? 0 };
+    // glibc reports a failed file action (here only tcsetpgrp, ENOTTY/EPERM) the same way.
+    const stage = foreground && (code === Errno.ENOTTY || code === Errno.EPERM)
+      ? "foreground"
+      : "exec";
+    return { kind: "failed", errno: code, stage };
+  } finally {
+    if (limit !== null && limit.soft !== request.fileSoftLimit) setFileLimit(limit);
+    libc.posix_spawnattr_destroy(attr);
+    if (actions !== null) libc.posix_spawn_file_actions_destroy(actions);
+    // The C strings must outlive posix_spawn: referenced here, they stay reachable until now.
+    void [args, path, envStrings, envp];
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * The only `Deno.dlopen` in denit: the C library's symbols, as a C header would list them.
+ *
+ * Two tables, because a program pays about 0.1 ms at start for every symbol it opens (Deno
+ * prepares a call trampoline for each, measured in bench/NOTES.md): the supervisor opens
+ * PROCESS_SYMBOLS (process.ts), copy mode opens FILE_SYMBOLS (files.ts). Each module opens its
+ * table once, at load, through `openLibc()`.
+ */
+
+/** Process control: spawn, wait, signal, limits. */
+export const PROCESS_SYMBOLS = {
+  posix_spawn: {
+    parameters: [
+      "buffer", // pid_t *pid
+      "buffer", // const char *path
+      "buffer", // const posix_spawn_file_actions_t *file_actions (NULL: none)
+      "buffer", // const posix_spawnattr_t *attrp
+      "buffer", // char *const argv[]
+      "pointer", // char *const envp[]
+    ],
+    result: "i32", // int: 0 or an errno value
+  },
+  posix_spawnattr_init: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
+  posix_spawnattr_destroy: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
+  posix_spawnattr_setflags: { parameters: ["buffer", "i16"], result: "i32" }, // attr, short flags
+  posix_spawnattr_setpgroup: { parameters: ["buffer", "i32"], result: "i32" }, // attr, pid_t pgroup
+  posix_spawnattr_setsigdefault: {
+    parameters: ["buffer", "buffer"], // posix_spawnattr_t *attr, const sigset_t *sigdefault
+    result: "i32",
+  },
+  posix_spawnattr_setsigmask: {
+    parameters: ["buffer", "buffer"], // posix_spawnattr_t *attr, const sigset_t *sigmask
+    result: "i32",
+  },
+  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" }, // actions *fa
+  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" }, // actions *fa
+  // glibc 2.35+: make the child's process group the terminal's foreground group before exec.
+  posix_spawn_file_actions_addtcsetpgrp_np: {
+    parameters: ["buffer", "i32"], // posix_spawn_file_actions_t *fa, int tcfd
+    result: "i32",
+    optional: true,
+  },
+  waitpid: {
+    parameters: ["i32", "buffer", "i32"], // pid_t pid, int *wstatus, int options
+    result: "i32", // pid_t
+  },
+  waitid: {
+    // idtype_t idtype, id_t id, siginfo_t *infop, int options
+    parameters: ["i32", "u32", "buffer", "i32"],
+    result: "i32",
+  },
+  // The same call on a worker thread: a pending promise that keeps the event loop alive.
+  waitid_blocking: {
+    name: "waitid",
+    parameters: ["i32", "u32", "buffer", "i32"], // as waitid
+    result: "i32",
+    nonblocking: true,
+  },
+  kill: { parameters: ["i32", "i32"], result: "i32" }, // pid_t pid, int sig
+  prctl: {
+    // int option, unsigned long arg2..arg5 (variadic in C; integer registers on Linux ABIs)
+    parameters: ["i32", "u64", "u64", "u64", "u64"],
+    result: "i32",
+  },
+  signal: {
+    parameters: ["i32", "usize"], // int signum, sighandler_t handler
+    result: "usize", // sighandler_t
+  },
+  prlimit: {
+    // pid_t pid, int resource, const struct rlimit *new_limit, struct rlimit *old_limit
+    parameters: ["i32", "i32", "buffer", "buffer"],
+    result: "i32",
+  },
+  access: { parameters: ["buffer", "i32"], result: "i32" }, // const char *pathname, int mode
+  tcgetpgrp: { parameters: ["i32"], result: "i32" }, // int fd
+  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+  environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** Copy mode: files by descriptor, relative to directory descriptors, never following links. */
+export const FILE_SYMBOLS = {
+  openat: {
+    parameters: ["i32", "buffer", "i32", "u32"], // int dirfd, const char *path, int flags, mode_t
+    result: "i32",
+  },
+  close: { parameters: ["i32"], result: "i32" }, // int fd
+  mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // int dirfd, path, mode_t
+  symlinkat: { parameters: ["buffer", "i32", "buffer"], result: "i32" }, // target, dirfd, path
+  readlinkat: {
+    parameters: ["i32", "buffer", "buffer", "usize"], // int dirfd, path, char *buf, size_t size
+    result: "isize", // ssize_t
+  },
+  linkat: {
+    // int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags
+    parameters: ["i32", "buffer", "i32", "buffer", "i32"],
+    result: "i32",
+  },
+  renameat: {
+    parameters: ["i32", "buffer", "i32", "buffer"], // int olddirfd, old, int newdirfd, new
+    result: "i32",
+  },
+  unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" }, // int dirfd, path, int flags
+  getdents64: {
+    parameters: ["i32", "buffer", "usize"], // int fd, void *dirp, size_t count
+    result: "isize", // ssize_t
+  },
+  copy_file_range: {
+    // int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags
+    parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"],
+    result: "isize", // ssize_t
+  },
+  copy_file_range_blocking: {
+    name: "copy_file_range",
+    parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"], // as copy_file_range
+    result: "isize",
+    nonblocking: true,
+  },
+  sendfile: {
+    parameters: ["i32", "i32", "buffer", "usize"], // int out_fd, int in_fd, off_t *offset, size_t
+    result: "isize", // ssize_t
+  },
+  fchmodat: {
+    parameters: ["i32", "buffer", "u32", "i32"], // int dirfd, const char *path, mode_t, int flags
+    result: "i32",
+  },
+  lseek: { parameters: ["i32", "i64", "i32"], result: "i64" }, // int fd, off_t offset, int whence
+  ftruncate: { parameters: ["i32", "i64"], result: "i32" }, // int fd, off_t length
+  fchmod: { parameters: ["i32", "u32"], result: "i32" }, // int fd, mode_t mode
+  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" }, // int fd, uid_t owner, gid_t group
+  fchownat: {
+    parameters: ["i32", "buffer", "u32", "u32", "i32"], // int dirfd, path, uid_t, gid_t, int flags
+    result: "i32",
+  },
+  futimens: { parameters: ["i32", "buffer"], result: "i32" }, // int fd, const timespec times[2]
+  utimensat: {
+    parameters: ["i32", "buffer", "buffer", "i32"], // int dirfd, path, const timespec[2], flags
+    result: "i32",
+  },
+  fsync: { parameters: ["i32"], result: "i32" }, // int fd
+  statx: {
+    // int dirfd, const char *path, int flags, unsigned int mask, struct statx *buf
+    parameters: ["i32", "buffer", "i32", "u32", "buffer"],
+    result: "i32",
+  },
+  flistxattr: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // fd, char *list, size
+  fgetxattr: {
+    parameters: ["i32", "buffer", "buffer", "usize"], // int fd, const char *name, void *v, size
+    result: "isize",
+  },
+  fsetxattr: {
+    parameters: ["i32", "buffer", "buffer", "usize", "i32"], // fd, name, const void *v, size, flags
+    result: "i32",
+  },
+  llistxattr: { parameters: ["buffer", "buffer", "usize"], result: "isize" }, // path, list, size
+  lgetxattr: {
+    parameters: ["buffer", "buffer", "buffer", "usize"], // path, const char *name, void *v, size
+    result: "isize",
+  },
+  lsetxattr: {
+    parameters: ["buffer", "buffer", "buffer", "usize", "i32"], // path, name, value, size, flags
+    result: "i32",
+  },
+  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The C library's soname on glibc systems. */
+const LIBC = "libc.so.6";
+
+/** Opens the C library with a table; throws one Error (with the cause) if it cannot. */
+export function openLibc<S extends Deno.ForeignLibraryInterface>(
+  symbols: S,
+): Deno.DynamicLibrary<S>["symbols"] {
+  try {
+    return Deno.dlopen(LIBC, symbols).symbols;
+  } catch (err: unknown) {
+    const detail = err instanceof Error ? err.message.split("\n")[0] : String(err);
+    throw new Error(`Cannot load the C library ${LIBC}: ${detail}`, { cause: err });
+  }
+}
+
+/** Reads errno through `__errno_location()`; call right after the failing call. */
+export function readErrno(location: () => Deno.PointerValue): number {
+  const pointer = location();
+  return pointer === null ? 0 : new Deno.UnsafePointerView(pointer).getInt32();
+}
+
+/** The C library's message for an errno value, e.g. "No such file or directory". */
+export function messageOf(strerror: (code: number) => Deno.PointerValue, code: number): string {
+  const text = strerror(code);
+  return text === null ? `errno ${code}` : Deno.UnsafePointerView.getCString(text);
+}

@@ -1,0 +1,44 @@
+/** Units over the FFI shim: wait-status decoding, and a real spawn/wait/reap round trip. */
+
+import { assertEquals, assertOk } from "./assert.ts";
+import { processState } from "./helpers.ts";
+import {
+  decodeWaitStatus,
+  Errno,
+  errnoMessage,
+  lastReapedStatus,
+  reapNext,
+  sendSignal,
+  spawn,
+  waitForExited,
+} from "../src/sys/process.ts";
+
+Deno.test("wait statuses decode as the sys/wait.h macros do", () => {
+  assertEquals(decodeWaitStatus(0), { kind: "exited", code: 0 });
+  assertEquals(decodeWaitStatus(42 << 8), { kind: "exited", code: 42 });
+  assertEquals(decodeWaitStatus(255 << 8), { kind: "exited", code: 255 });
+  assertEquals(decodeWaitStatus(9), { kind: "signaled", signo: 9, coreDumped: false });
+  assertEquals(decodeWaitStatus(0x80 | 11), { kind: "signaled", signo: 11, coreDumped: true });
+  assertEquals(decodeWaitStatus(64), { kind: "signaled", signo: 64, coreDumped: false });
+});
+
+Deno.test("spawn, wait without reaping, then reap on this thread; errno paths", async () => {
+  const encoder = new TextEncoder();
+  const result = spawn({
+    path: encoder.encode("/bin/sh"),
+    argv: ["sh", "-c", "exit 9"].map((a) => encoder.encode(a)),
+  });
+  assertOk(result.kind === "spawned");
+  assertEquals(await waitForExited(), "exited");
+  // WNOWAIT: the child is still a zombie, so its pid cannot have been reused.
+  assertEquals(processState(result.pid), "Z", "WNOWAIT left no zombie");
+  assertEquals(sendSignal(result.pid, 0), { ok: true });
+  assertEquals(reapNext(), result.pid);
+  assertEquals(lastReapedStatus(), { kind: "exited", code: 9 });
+  assertEquals(reapNext(), -Errno.ECHILD);
+  assertEquals(await waitForExited(), "no-children");
+  const missing = spawn({ path: encoder.encode("/no/such"), argv: [encoder.encode("x")] });
+  assertEquals(missing, { kind: "failed", errno: Errno.ENOENT, stage: "exec" });
+  assertEquals(errnoMessage(Errno.ENOENT), "No such file or directory");
+  assertEquals(sendSignal(result.pid, 0), { ok: false, errno: Errno.ESRCH });
+});
