@@ -1,7 +1,16 @@
 /** `denit copy` on real files in temporary directories. */
 
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
-import { CAN_UNSHARE, DENIT, names, run, Running, waitUntil, writeFixture } from "./helpers.ts";
+import {
+  CAN_UNSHARE,
+  DENIT,
+  DENIT_SHELL,
+  names,
+  run,
+  Running,
+  waitUntil,
+  writeFixture,
+} from "./helpers.ts";
 
 async function tree(root: string): Promise<Map<string, string>> {
   // path → "kind mode size mtime-ns target" for every entry below root.
@@ -52,7 +61,7 @@ async function makeSource(src: string): Promise<void> {
 Deno.test("SRC/. copies contents (hidden files too) with modes, times and links", async () => {
   await withDirs(async (dir) => {
     await makeSource(`${dir}/src`);
-    const result = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/a/b/dest`]);
+    const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/a/b/dest`]);
     assertEquals(result.code, 0, result.stderr);
     assertMatch(
       result.stderr,
@@ -70,7 +79,7 @@ Deno.test("SRC without /. lands as DEST/basename; several SRCs; a file SRC", asy
   await withDirs(async (dir) => {
     await makeSource(`${dir}/src`);
     await Deno.writeTextFile(`${dir}/single`, "one\n");
-    const result = await run([DENIT, "copy", `${dir}/src`, `${dir}/single`, `${dir}/dest`]);
+    const result = await run([...DENIT, "copy", `${dir}/src`, `${dir}/single`, `${dir}/dest`]);
     assertEquals(result.code, 0, result.stderr);
     assertEquals(await tree(`${dir}/dest/src`), await tree(`${dir}/src`));
     assertEquals(await Deno.readTextFile(`${dir}/dest/single`), "one\n");
@@ -80,7 +89,7 @@ Deno.test("SRC without /. lands as DEST/basename; several SRCs; a file SRC", asy
 Deno.test("a second run rewrites nothing; a changed file alone is replaced", async () => {
   await withDirs(async (dir) => {
     await makeSource(`${dir}/src`);
-    assertEquals((await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`])).code, 0);
+    assertEquals((await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`])).code, 0);
     const inodes = async () =>
       new Map(
         [...(await tree(`${dir}/dest`)).keys()].map((
@@ -88,12 +97,12 @@ Deno.test("a second run rewrites nothing; a changed file alone is replaced", asy
         ) => [p, Deno.lstatSync(`${dir}/dest/${p}`).ino]),
       );
     const before = await inodes();
-    const again = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    const again = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
     assertEquals(again.code, 0);
     assertMatch(again.stderr, /0 files, 0 directories, 0 links, .*; 6 unchanged, 0 skipped/);
     assertEquals(await inodes(), before);
     await Deno.writeTextFile(`${dir}/src/empty`, "now with content\n");
-    const third = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    const third = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
     assertMatch(third.stderr, /1 files, .*; 5 unchanged/);
     const after = await inodes();
     for (const [path, ino] of before) {
@@ -109,7 +118,7 @@ Deno.test("--chown by number and by name, --chmod for files only", async () => {
   await withDirs(async (dir) => {
     await makeSource(`${dir}/src`);
     const result = await run([
-      DENIT,
+      ...DENIT,
       "copy",
       "--chown",
       "1001:123",
@@ -136,7 +145,14 @@ Deno.test("--chown by number and by name, --chmod for files only", async () => {
       0o755,
     );
     assertEquals((await Deno.stat(`${dir}/dest/src/.config`)).mode! & 0o777, 0o700);
-    const named = await run([DENIT, "copy", "--chown", "root:root", `${dir}/src`, `${dir}/named`]);
+    const named = await run([
+      ...DENIT,
+      "copy",
+      "--chown",
+      "root:root",
+      `${dir}/src`,
+      `${dir}/named`,
+    ]);
     assertEquals(named.code, 0, named.stderr);
     assertEquals((await Deno.lstat(`${dir}/named/src/blob`)).uid, 0);
   });
@@ -150,7 +166,7 @@ Deno.test("never writes through a symlink in DEST; never follows one out of SRC"
     await Deno.mkdir(`${dir}/dest`);
     // A directory in SRC meets a symlink to elsewhere in DEST: refused, nothing written.
     await Deno.symlink(`${dir}/outside`, `${dir}/dest/bin`);
-    const refused = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    const refused = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
     assertEquals(refused.code, 1);
     assertEquals(
       refused.stderr,
@@ -161,7 +177,7 @@ Deno.test("never writes through a symlink in DEST; never follows one out of SRC"
     // A file in SRC meets a symlink in DEST: the link itself is replaced, its target untouched.
     await Deno.remove(`${dir}/dest/bin`);
     await Deno.symlink(`${dir}/outside/victim`, `${dir}/dest/blob`);
-    const replaced = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    const replaced = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
     assertEquals(replaced.code, 0, replaced.stderr);
     assertEquals(await Deno.readTextFile(`${dir}/outside/victim`), "keep\n");
     assertOk((await Deno.lstat(`${dir}/dest/blob`)).isFile);
@@ -171,22 +187,22 @@ Deno.test("never writes through a symlink in DEST; never follows one out of SRC"
 Deno.test("refuses DEST inside SRC and SRC equal to DEST; missing SRC; DEST not creatable", async () => {
   await withDirs(async (dir) => {
     await makeSource(`${dir}/src`);
-    const inside = await run([DENIT, "copy", `${dir}/src`, `${dir}/src/bin/x`]);
+    const inside = await run([...DENIT, "copy", `${dir}/src`, `${dir}/src/bin/x`]);
     assertEquals(inside.code, 1);
     assertMatch(
       inside.stderr,
       /^denit copy: Cannot copy ".*\/src" into ".*\/src\/bin\/x": DEST is inside SRC\n$/,
     );
-    const same = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/src`]);
+    const same = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/src`]);
     assertEquals(same.code, 1);
     assertMatch(same.stderr, /SRC and DEST are the same directory\n$/);
-    const missing = await run([DENIT, "copy", `${dir}/nope`, `${dir}/d`]);
+    const missing = await run([...DENIT, "copy", `${dir}/nope`, `${dir}/d`]);
     assertEquals(missing.code, 1);
     assertEquals(
       missing.stderr,
       `denit copy: Cannot copy "${dir}/nope": no such file or directory\n`,
     );
-    const notDir = await run([DENIT, "copy", `${dir}/src/blob`, `${dir}/src/empty/sub`]);
+    const notDir = await run([...DENIT, "copy", `${dir}/src/blob`, `${dir}/src/empty/sub`]);
     assertEquals(notDir.code, 1);
     assertMatch(
       notDir.stderr,
@@ -202,13 +218,13 @@ Deno.test("FIFOs and sockets are reported and skipped; --strict refuses before w
     await run(["mkfifo", `${dir}/src/fifo`]);
     const socket = Deno.listen({ transport: "unix", path: `${dir}/src/sock` });
     try {
-      const result = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+      const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
       assertEquals(result.code, 0, result.stderr);
       assertMatch(result.stderr, /skipping ".*\/fifo": it is a fifo\n/);
       assertMatch(result.stderr, /skipping ".*\/sock": it is a socket\n/);
       assertMatch(result.stderr, /2 skipped\n$/);
       assertOk(!(await Deno.lstat(`${dir}/dest/fifo`).then(() => true, () => false)));
-      const strict = await run([DENIT, "copy", "--strict", `${dir}/src/.`, `${dir}/strict`]);
+      const strict = await run([...DENIT, "copy", "--strict", `${dir}/src/.`, `${dir}/strict`]);
       assertEquals(strict.code, 1);
       assertMatch(
         strict.stderr,
@@ -225,7 +241,7 @@ Deno.test("--verify and --sync copy and report as usual; --dry-run writes nothin
   await withDirs(async (dir) => {
     await makeSource(`${dir}/src`);
     const verified = await run([
-      DENIT,
+      ...DENIT,
       "copy",
       "--verify",
       "--sync",
@@ -234,7 +250,7 @@ Deno.test("--verify and --sync copy and report as usual; --dry-run writes nothin
     ]);
     assertEquals(verified.code, 0, verified.stderr);
     assertEquals(await tree(`${dir}/dest`), await tree(`${dir}/src`));
-    const dry = await run([DENIT, "copy", "--dry-run", `${dir}/src`, `${dir}/dry`]);
+    const dry = await run([...DENIT, "copy", "--dry-run", `${dir}/src`, `${dir}/dry`]);
     assertEquals(dry.code, 0);
     assertMatch(dry.stdout, /^mkdir .*\/dry\/src\n/m);
     assertMatch(dry.stdout, /^copy .*\/src\/blob -> .*\/dry\/src\/blob$/m);
@@ -255,7 +271,7 @@ Deno.test("usage errors exit 2 with one line", async () => {
     ["init", "/a", "/b"],
   ];
   for (const args of cases) {
-    const result = await run([DENIT, ...args]);
+    const result = await run([...DENIT, ...args]);
     assertEquals(result.code, 2, args.join(" "));
     const lines = result.stderr.trimEnd().split("\n");
     assertEquals(lines.length, 3, result.stderr);
@@ -277,7 +293,7 @@ Deno.test("disk full: exit 1 naming the file, no partial or temporary file left"
     await Deno.writeFile(`${dir}/src/zbig`, big);
     // A private mount namespace: the 1 MiB tmpfs disappears with the command.
     const script = `mount -t tmpfs -o size=1m tmpfs "$1" && mkdir "$1/existing" && \
-      "$2" copy "$3/." "$1/existing"; code=$?; ls -A "$1/existing"; exit $code`;
+      ${DENIT_SHELL} copy "$2/." "$1/existing"; code=$?; ls -A "$1/existing"; exit $code`;
     const result = await run(
       [
         "unshare",
@@ -287,7 +303,6 @@ Deno.test("disk full: exit 1 naming the file, no partial or temporary file left"
         script,
         "sh",
         `${dir}/mnt`,
-        DENIT,
         `${dir}/src`,
       ].map((a) => a),
       { timeoutMs: 30_000 },
@@ -310,7 +325,7 @@ Deno.test("SIGTERM during a copy: exit 143 and no temporary file left", async ()
     for (let i = 0; i < 5000; i++) writeFixture(`${dir}/src/many/f${i}`, new Uint8Array(512));
     await Deno.mkdir(`${dir}/dest`);
     await Deno.writeTextFile(`${dir}/dest/kept`, "existing\n");
-    const proc = new Running([DENIT, "copy", "-v", `${dir}/src/.`, `${dir}/dest`]);
+    const proc = new Running([...DENIT, "copy", "-v", `${dir}/src/.`, `${dir}/dest`]);
     try {
       // -v lines go to stderr; wait for copying to be under way through the filesystem.
       await waitUntil(() => {
@@ -342,7 +357,7 @@ Deno.test("a tree large enough for the worker thread is copied exactly", async (
         );
       }
     }
-    const result = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
     assertEquals(result.code, 0, result.stderr);
     assertMatch(result.stderr, /^denit copy: 2500 files, 26 directories, 0 links/);
     assertEquals(await tree(`${dir}/dest`), await tree(`${dir}/src`));
@@ -360,7 +375,9 @@ Deno.test("device files are skipped without being opened", async () => {
     await makeSource(`${dir}/src`);
     // A character device like /dev/zero: opening and reading it would never end.
     assertEquals((await run(["mknod", `${dir}/src/zero`, "c", "1", "5"])).code, 0);
-    const result = await run([DENIT, "copy", `${dir}/src/.`, `${dir}/dest`], { timeoutMs: 15_000 });
+    const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`], {
+      timeoutMs: 15_000,
+    });
     assertEquals(result.code, 0, result.stderr);
     assertMatch(result.stderr, /skipping ".*\/zero": it is a char-device\n/);
     assertOk(!(await Deno.lstat(`${dir}/dest/zero`).then(() => true, () => false)));
@@ -380,7 +397,7 @@ Deno.test("an unreadable file and an unwritable DEST fail with one line, leaving
     await Deno.chmod(`${dir}/src/.config/deep/er/settings`, 0o600); // root's, unreadable to 65534
     await Deno.mkdir(`${dir}/out`, { mode: 0o777 });
     await Deno.chmod(`${dir}/out`, 0o777);
-    const asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", DENIT];
+    const asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", ...DENIT];
     const unreadable = await run([...asNobody, "copy", `${dir}/src/.`, `${dir}/out/dest`]);
     assertEquals(unreadable.code, 1, unreadable.stderr);
     assertEquals(

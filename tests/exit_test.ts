@@ -63,13 +63,13 @@ for (const mode of MODES) {
 }
 
 Deno.test("command not found exits 127 with one line naming it", async () => {
-  const result = await run([DENIT, "-s", "--", "no-such-command-xyz", "arg"]);
+  const result = await run([...DENIT, "-s", "--", "no-such-command-xyz", "arg"]);
   assertEquals(result.code, 127);
   assertMatch(
     result.stderr,
     /^denit\[\d+\] error: Cannot start "no-such-command-xyz": command not found\n$/,
   );
-  const path = await run([DENIT, "-s", "/nonexistent/tool"]);
+  const path = await run([...DENIT, "-s", "/nonexistent/tool"]);
   assertEquals(path.code, 127);
   assertMatch(path.stderr, /"\/nonexistent\/tool": no such file\n$/);
 });
@@ -78,23 +78,23 @@ Deno.test("a file that is not executable exits 126 with one line naming it", asy
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/noexec-tool`, "#!/bin/sh\necho hi\n", { mode: 0o644 });
-    const direct = await run([DENIT, "-s", `${dir}/noexec-tool`]);
+    const direct = await run([...DENIT, "-s", `${dir}/noexec-tool`]);
     assertEquals(direct.code, 126);
     assertMatch(direct.stderr, /^denit\[\d+\] error: Cannot start ".*\/noexec-tool": .+\n$/);
-    const onPath = await run([DENIT, "-s", "noexec-tool"], {
+    const onPath = await run([...DENIT, "-s", "noexec-tool"], {
       env: { PATH: `${dir}:/usr/bin:/bin` },
     });
     assertEquals(onPath.code, 126);
     assertMatch(onPath.stderr, /permission denied/);
-    const directory = await run([DENIT, "-s", dir]);
+    const directory = await run([...DENIT, "-s", dir]);
     assertEquals(directory.code, 126);
     await Deno.writeTextFile(`${dir}/noshell`, "#!/no/such/interpreter\n", { mode: 0o755 });
-    const interpreter = await run([DENIT, "-s", `${dir}/noshell`]);
+    const interpreter = await run([...DENIT, "-s", `${dir}/noshell`]);
     assertEquals(interpreter.code, 127);
     await Deno.writeFile(`${dir}/garbage`, new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 1, 2]), {
       mode: 0o755,
     });
-    const format = await run([DENIT, "-s", `${dir}/garbage`]);
+    const format = await run([...DENIT, "-s", `${dir}/garbage`]);
     assertEquals(format.code, 126);
     assertMatch(format.stderr, /exec format error/);
   } finally {
@@ -126,7 +126,7 @@ const BAD_INPUTS: Array<[string[], Record<string, string>, RegExp]> = [
 
 Deno.test("usage errors exit 2 with one line, the usage line and a --help pointer", async () => {
   for (const [args, env, message] of BAD_INPUTS) {
-    const result = await run([DENIT, ...args], { env });
+    const result = await run([...DENIT, ...args], { env });
     assertEquals(result.code, 2, `denit ${args.join(" ")}`);
     assertEquals(result.stdout, "");
     const lines = result.stderr.trimEnd().split("\n");
@@ -139,10 +139,10 @@ Deno.test("usage errors exit 2 with one line, the usage line and a --help pointe
 });
 
 Deno.test("--help and --version exit 0 on stdout", async () => {
-  const help = await run([DENIT, "--help"]);
+  const help = await run([...DENIT, "--help"]);
   assertEquals(help.code, 0);
   assertMatch(help.stdout, /^Usage: denit/);
-  const version = await run([DENIT, "--version"]);
+  const version = await run([...DENIT, "--version"]);
   assertEquals(version.code, 0);
   assertMatch(version.stdout, /^denit \d+\.\d+\.\d+ \(deno 2\.9\.1\)\n$/);
 });

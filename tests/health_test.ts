@@ -10,7 +10,7 @@ async function sleeper(
   options: { args?: string[]; env?: Record<string, string> } = {},
 ): Promise<Running> {
   const proc = new Running([
-    DENIT,
+    ...DENIT,
     "-s",
     "--health-addr",
     address,
@@ -79,7 +79,7 @@ Deno.test("health through the child's life: ready, counters, stopping, exited", 
     while [ ! -e ${dir}/stop ]; do sleep 0.02; done
     exit 3`;
   const proc = new Running([
-    DENIT,
+    ...DENIT,
     "-s",
     "--health-addr",
     `127.0.0.1:${port}`,
@@ -207,7 +207,7 @@ Deno.test("address in use or unusable: exit 125, one line, the child never start
   try {
     for (const address of [`127.0.0.1:${holder.addr.port}`, "192.0.2.1:7623"]) {
       const result = await run([
-        DENIT,
+        ...DENIT,
         "-s",
         "--health-addr",
         address,
@@ -230,7 +230,7 @@ Deno.test("address in use or unusable: exit 125, one line, the child never start
 Deno.test("a flood of 600 idle connections: fds stay bounded and probes still answer", async () => {
   const port = freePort();
   const proc = new Running([
-    DENIT,
+    ...DENIT,
     "-s",
     "--health-addr",
     `127.0.0.1:${port}`,

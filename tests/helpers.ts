@@ -2,18 +2,22 @@
 
 export const ROOT = new URL("..", import.meta.url).pathname;
 export const DENO = `${ROOT}.deno/bin/deno`;
-export const DENIT = `${ROOT}bin/denit`;
 export const FIXTURES = `${ROOT}fixtures`;
-/** denit without the bin/denit shell launcher (which adds PWD to the environment, as sh does). */
-export const DENIT_DIRECT = [
-  DENO,
-  "run",
-  "--quiet",
-  "--no-config",
-  "--no-lock",
-  ...Deno.readTextFileSync(`${ROOT}bin/permissions`).trim().split(/\s+/),
-  `${ROOT}dist/denit.js`,
-];
+/**
+ * The denit under test, the one place every process-level test takes it from: `DENIT_EXE`
+ * (a compiled binary: `make test DENIT_EXE=dist/denit`), else the bundle (`DENIT_BUNDLE`,
+ * default dist/denit.js) on the project's runtime with the compiled binary's permissions.
+ * No shell in between (a shell would add PWD and reset SIGCHLD).
+ */
+export const DENIT: readonly string[] = (() => {
+  const exe = Deno.env.get("DENIT_EXE");
+  if (exe !== undefined && exe !== "") return [exe];
+  const bundle = Deno.env.get("DENIT_BUNDLE") ?? `${ROOT}dist/denit.js`;
+  const permissions = Deno.readTextFileSync(`${ROOT}bin/permissions`).trim().split(/\s+/);
+  return [DENO, "run", "--quiet", "--no-config", "--no-lock", ...permissions, bundle];
+})();
+/** The denit command as one shell word list, for command lines given to sh or script(1). */
+export const DENIT_SHELL = DENIT.map((word) => `'${word.replaceAll("'", `'"'"'`)}'`).join(" ");
 /** The signal echo child: `ready PID PGID`, then one line per signal. */
 export const ECHO = [
   DENO,
@@ -48,7 +52,7 @@ export const MODES: readonly Mode[] = (() => {
 
 /** The argv that runs denit with `args` in `mode`. */
 export function denitArgv(mode: Mode, args: readonly string[]): string[] {
-  return mode === "pid1" ? [...PIDNS, DENIT, ...args] : [DENIT, "-s", ...args];
+  return mode === "pid1" ? [...PIDNS, ...DENIT, ...args] : [...DENIT, "-s", ...args];
 }
 
 /** argv[0], which every command line here has. */
@@ -162,9 +166,15 @@ export class Running {
   /** The exit status, killing the process if it takes longer than `timeoutMs`. */
   async status(timeoutMs = 15_000): Promise<Deno.CommandStatus & { stderr: string }> {
     const timer = setTimeout(() => this.kill("SIGKILL"), timeoutMs);
-    const status = await this.child.status;
-    clearTimeout(timer);
-    return { ...status, stderr: await this.#stderr };
+    try {
+      const status = await this.child.status;
+      return { ...status, stderr: await this.#stderr };
+    } catch (err: unknown) {
+      // Deno cannot name real-time signals: a process killed by one rejects its status.
+      throw new Error(`the process ended in a way Deno cannot report: ${err}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**
@@ -174,7 +184,7 @@ export class Running {
   async stop(timeoutMs = 5000): Promise<void> {
     this.kill("SIGTERM");
     const timer = setTimeout(() => this.kill("SIGKILL"), timeoutMs);
-    await this.child.status;
+    await this.child.status.catch(() => {/* reported by status(), if the test asked */});
     clearTimeout(timer);
     await this.#stderr;
   }

@@ -19,7 +19,7 @@ Deno.test("init from the bundle: runtime, bundle and --with files; the copy supe
   const dir = await Deno.makeTempDir({ prefix: "denit-init-" });
   try {
     await Deno.writeTextFile(`${dir}/extra.sh`, "#!/bin/sh\nexit 7\n", { mode: 0o755 });
-    const result = await run([DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
+    const result = await run([...DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(result.code, 0, result.stderr);
     assertEquals(names(`${dir}/shared`), [
       "denit.js",
@@ -40,7 +40,7 @@ Deno.test("init from the bundle: runtime, bundle and --with files; the copy supe
     });
     assertEquals(signal.code, 143, signal.stderr);
     // A restarted init container: nothing rewritten.
-    const again = await run([DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
+    const again = await run([...DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(again.code, 0, again.stderr);
     assertMatch(again.stderr, /0 files, .*; 3 unchanged/);
   } finally {

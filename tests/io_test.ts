@@ -1,15 +1,15 @@
 /** What the child inherits: stdio, environment, working directory, argv bytes, signal state. */
 
 import { assertEquals, assertOk } from "./assert.ts";
-import { DENIT, DENIT_DIRECT, denitArgv, MODES, program, run } from "./helpers.ts";
+import { DENIT, denitArgv, MODES, program, run } from "./helpers.ts";
 
 Deno.test("10 MB through stdin and stdout arrive unchanged", async () => {
   const input = new Uint8Array(10 * 1024 * 1024);
   for (let i = 0; i < input.length; i += 65536) {
     crypto.getRandomValues(input.subarray(i, Math.min(i + 65536, input.length)));
   }
-  const child = new Deno.Command(DENIT, {
-    args: ["-s", "--", "cat"],
+  const child = new Deno.Command(program(DENIT), {
+    args: [...DENIT.slice(1), "-s", "--", "cat"],
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
@@ -26,7 +26,7 @@ Deno.test("10 MB through stdin and stdout arrive unchanged", async () => {
 });
 
 Deno.test("stderr of the child stays separate from denit's own log lines", async () => {
-  const result = await run([DENIT, "-s", "-v", "--", "sh", "-c", "echo out; echo err >&2"]);
+  const result = await run([...DENIT, "-s", "-v", "--", "sh", "-c", "echo out; echo err >&2"]);
   assertEquals(result.stdout, "out\n");
   assertOk(result.stderr.includes("err\n"));
   for (const line of result.stderr.trimEnd().split("\n")) {
@@ -45,9 +45,9 @@ Deno.test("environment (DENIT_* included) and working directory pass unchanged",
   };
   const dir = await Deno.makeTempDir();
   try {
-    const child = new Deno.Command(program(DENIT_DIRECT), {
+    const child = new Deno.Command(program(DENIT), {
       args: [
-        ...DENIT_DIRECT.slice(1),
+        ...DENIT.slice(1),
         "-s",
         "--",
         "sh",
@@ -73,7 +73,7 @@ Deno.test("environment (DENIT_* included) and working directory pass unchanged",
 Deno.test("arguments pass byte-exact: spaces, empty strings, Unicode, globs, dashes", async () => {
   const args = ["a b", "", "  ", "grüße ✓ 𝄞", "$HOME", "*", "-v", "--", "x\ny", "\t"];
   const script = `for a in "$@"; do printf "%s" "$a" | od -An -tx1 | tr -d " \\n"; echo; done`;
-  const result = await run([DENIT, "-s", "--", "sh", "-c", script, "sh", ...args]);
+  const result = await run([...DENIT, "-s", "--", "sh", "-c", script, "sh", ...args]);
   assertEquals(result.code, 0, result.stderr);
   const hex = (text: string) =>
     [...new TextEncoder().encode(text)].map((b) => b.toString(16).padStart(2, "0")).join("");
@@ -82,7 +82,13 @@ Deno.test("arguments pass byte-exact: spaces, empty strings, Unicode, globs, das
 
 Deno.test("an argument that is not UTF-8 is refused by the runtime with exit 1 and a message", async () => {
   // Deno rejects such arguments before denit's code runs (README, "Limits").
-  const result = await run(["sh", "-c", `exec "$0" -s -- true "$(printf '\\377')"`, DENIT]);
+  const result = await run([
+    "sh",
+    "-c",
+    `exec "$@" -s -- true "$(printf '\\377')"`,
+    "sh",
+    ...DENIT,
+  ]);
   assertEquals(result.code, 1);
   assertEquals(result.stdout, "");
   assertOk(/invalid UTF-8/.test(result.stderr), result.stderr);

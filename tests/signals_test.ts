@@ -124,7 +124,7 @@ for (const mode of MODES) {
 }
 
 Deno.test("SIGUSR1 reaches the child and opens no socket in denit", async () => {
-  const proc = new Running([DENIT, "-s", "--", ...ECHO, "SIGHUP"]);
+  const proc = new Running([...DENIT, "-s", "--", ...ECHO, "SIGHUP"]);
   try {
     await proc.waitFor(/^ready /);
     const pid = proc.child.pid;
@@ -170,7 +170,7 @@ async function canConnect(port: number): Promise<boolean> {
 Deno.test("--pdeathsig: denit gets the signal when its parent dies and forwards it", async () => {
   // sh starts denit in the background and waits; killing sh makes denit's parent die.
   const script = `"$@" & echo "denit $!"; wait`;
-  const argv = [DENIT, "-s", "-p", "USR2", "--", ...ECHO, "SIGUSR2", "5"];
+  const argv = [...DENIT, "-s", "-p", "USR2", "--", ...ECHO, "SIGUSR2", "5"];
   const parent = new Running(["sh", "-c", script, "sh", ...argv]);
   const pids: number[] = [];
   try {
@@ -222,7 +222,7 @@ for (const mode of MODES) {
 }
 
 Deno.test("SIGTTIN and SIGTTOU do not stop denit and are not forwarded", async () => {
-  const proc = new Running([DENIT, "-s", "--", ...ECHO, "SIGHUP"]);
+  const proc = new Running([...DENIT, "-s", "--", ...ECHO, "SIGHUP"]);
   try {
     await proc.waitFor(/^ready /);
     killPid(proc.child.pid, "SIGTTIN");

@@ -1,14 +1,17 @@
 /** Interactive use: on a terminal, the child's group is the foreground group (script(1) PTY). */
 
 import { assertEquals, assertOk } from "./assert.ts";
-import { DENIT } from "./helpers.ts";
+import { CAN_UNSHARE, DENIT_SHELL, PIDNS } from "./helpers.ts";
 
-Deno.test("on a TTY the child is the foreground group and Ctrl-C reaches it", async () => {
-  const child = `echo pg=$(cut -d' ' -f5 /proc/$$/stat) tpgid=$(cut -d' ' -f8 /proc/$$/stat); \
+const CHILD = `echo pg=$(cut -d' ' -f5 /proc/$$/stat) tpgid=$(cut -d' ' -f8 /proc/$$/stat); \
 trap 'echo got-INT; exit 7' INT; echo ready; while :; do sleep 0.05; done`;
-  const quote = (text: string) => `'${text.replaceAll("'", `'"'"'`)}'`;
-  const command = `${DENIT} -s -- sh -c ${quote(child)}`;
-  // script(1) runs the command on a new pseudo-terminal as its controlling terminal.
+
+function quote(text: string): string {
+  return `'${text.replaceAll("'", `'"'"'`)}'`;
+}
+
+/** Runs `command` on a new pseudo-terminal (its controlling terminal), presses Ctrl-C. */
+async function onTerminal(command: string): Promise<void> {
   const proc = new Deno.Command("script", {
     args: ["-qfec", command, "/dev/null"],
     stdin: "piped",
@@ -48,4 +51,17 @@ trap 'echo got-INT; exit 7' INT; echo ready; while :; do sleep 0.05; done`;
       // Already exited: the normal case.
     }
   }
+}
+
+Deno.test("on a TTY the child is the foreground group and Ctrl-C reaches it", async () => {
+  await onTerminal(`${DENIT_SHELL} -s -- sh -c ${quote(CHILD)}`);
+});
+
+Deno.test({
+  name: "pid1 under a terminal owned outside the namespace: the child still gets the terminal",
+  ignore: !CAN_UNSHARE,
+  async fn() {
+    // Inside the namespace tcgetpgrp() returns 0: the foreground group is outside it.
+    await onTerminal(`${PIDNS.join(" ")} ${DENIT_SHELL} -- sh -c ${quote(CHILD)}`);
+  },
 });

@@ -10,6 +10,7 @@ import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
 import type { SnapshotSource } from "../common/snapshot.ts";
+import { undoRuntimeEnvironment } from "../common/runtime.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { SignalInbox } from "./inbox.ts";
@@ -47,6 +48,8 @@ export async function superviseMain(
   args: readonly string[],
   context: SuperviseContext,
 ): Promise<number> {
+  // Before anything reads the environment: the child must get the container's, unchanged.
+  const repair = undoRuntimeEnvironment();
   let invocation;
   try {
     invocation = parseInvocation(args, Deno.env.toObject());
@@ -66,6 +69,11 @@ export async function superviseMain(
   const config = invocation.config;
   const log = createLogger(config.logLevel);
   for (const warning of config.warnings) log.warn(warning);
+  if (repair.removed.length > 0) {
+    log.debug("undid the runtime's node shim in the environment", {
+      removed: repair.removed.join(","),
+    });
+  }
   let supervisorModule;
   try {
     // Loaded after parsing, so that --help and usage errors never need the C library.

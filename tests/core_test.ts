@@ -1,0 +1,276 @@
+/**
+ * Core hardening against the real denit, as PID 1 and as a subreaper: early signals, SIGCHLD
+ * inherited as ignored, real-time signals, leftovers out of sight, one TERM per process, the
+ * stop budget, warnings when denit uses force, the open-file limit, exec as execvp does.
+ */
+
+import { assertEquals, assertMatch, assertOk, defined } from "./assert.ts";
+import {
+  cleanup,
+  DENIT,
+  denitArgv,
+  denitPid,
+  DENO,
+  exists,
+  MODES,
+  PIDNS,
+  processState,
+  run,
+  Running,
+  waitUntil,
+} from "./helpers.ts";
+
+/** The signals a process catches, from /proc/PID/status (SigCgt), as a bit set. */
+function caught(pid: number): bigint {
+  try {
+    const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+    return BigInt(`0x${/^SigCgt:\s+([0-9a-f]+)$/m.exec(status)?.[1] ?? "0"}`);
+  } catch {
+    return 0n; // Not there (yet, or any more): it catches nothing.
+  }
+}
+
+/** The children of a process (all threads). */
+function childrenOf(pid: number): number[] {
+  const found: number[] = [];
+  try {
+    for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
+      const text = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`);
+      for (const word of text.split(" ")) if (word.trim() !== "") found.push(Number(word));
+    }
+  } catch {
+    // Gone while we looked: no children to report.
+  }
+  return found;
+}
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: a SIGTERM that arrives before the child runs is kept and forwarded`, async () => {
+    // SIGTERM is sent the moment denit's listener exists (SigCgt), while denit has not started
+    // its child yet; the child (sleep, TERM at its default) must still receive it, and denit
+    // must exit with its status, 143. A lost signal leaves sleep running (pid1), or kills
+    // denit itself (subreaper). Tried a few times: on a slow start the child may be running
+    // already, which would not test the early path.
+    let early = 0;
+    for (let attempt = 0; attempt < 5 && early === 0; attempt++) {
+      const proc = new Running(denitArgv(mode, ["--", "sleep", "30"]));
+      try {
+        await waitUntil(() => {
+          const pid = mode === "pid1" ? childrenOf(proc.child.pid)[0] : proc.child.pid;
+          return pid !== undefined && (caught(pid) & (1n << 14n)) !== 0n;
+        }, "denit's SIGTERM listener");
+        const pid = mode === "pid1" ? defined(childrenOf(proc.child.pid)[0]) : proc.child.pid;
+        const before = childrenOf(pid).length;
+        Deno.kill(pid, "SIGTERM");
+        const status = await proc.status(10_000);
+        assertEquals([status.code, status.signal], [143, null], status.stderr);
+        if (before === 0) early++;
+      } finally {
+        await proc.stop();
+      }
+    }
+    assertOk(early > 0, "the child was already running in every attempt: the early path untested");
+  });
+
+  Deno.test(`${mode}: SIGCHLD inherited as ignored neither hangs denit nor loses the status`, async () => {
+    // perl sets SIGCHLD to SIG_IGN and execs denit: the kernel would reap every child itself.
+    // denit is started without the bin/denit shell script: dash would reset SIGCHLD.
+    const ignore = ["perl", "-e", '$SIG{CHLD}="IGNORE"; exec @ARGV or die'];
+    const argv = mode === "pid1"
+      ? [...PIDNS, ...ignore, ...DENIT, "--", "sh", "-c", "exit 7"]
+      : [...ignore, ...DENIT, "-s", "--", "sh", "-c", "exit 7"];
+    const result = await run(argv, { timeoutMs: 10_000 });
+    assertEquals(result.code, 7, result.stderr);
+  });
+}
+
+Deno.test("a real-time signal does not kill a subreaper denit; the child gets them at default", async () => {
+  const child = "grep -E '^Sig(Blk|Ign)' /proc/$$/status; echo ready; exec sleep 30";
+  const proc = new Running([...DENIT, "-s", "--", "sh", "-c", child]);
+  try {
+    await proc.waitFor(/^ready$/);
+    for (const line of proc.lines.slice(0, 2)) assertMatch(line, /^Sig(Blk|Ign):\s+0{16}$/);
+    for (const offset of [1, 5, 30]) {
+      const kill = await run(["kill", "-s", `RTMIN+${offset}`, String(proc.child.pid)]);
+      assertEquals(kill.code, 0, kill.stderr);
+    }
+    // Still there after the signals were delivered: a TERM is forwarded and ends the child.
+    assertEquals(processState(proc.child.pid) !== "", true);
+    Deno.kill(proc.child.pid, "SIGTERM");
+    assertEquals((await proc.status()).code, 143);
+  } finally {
+    await proc.stop();
+  }
+});
+
+Deno.test("without the C library denit exits 125 with one line", async () => {
+  // --deny-ffi makes Deno.dlopen fail, as a missing or foreign libc.so.6 would.
+  const argv = DENIT.flatMap((arg) => arg === "--allow-all" ? [arg, "--deny-ffi"] : [arg]);
+  const result = await run([...argv, "--", "true"]);
+  assertEquals(result.code, 125, result.stderr);
+  assertMatch(result.stderr, /^denit\[\d+\] error: Cannot load the C library libc\.so\.6: .+\n$/);
+});
+
+Deno.test("subreaper: a descendant behind a setsid process that ignores TERM is found and killed", async () => {
+  // The child exits at once; it leaves B (its own session, ignores TERM) whose child C also
+  // ignores TERM. C is not denit's child until B dies: a sweep of descendants must reach it.
+  const inner = `trap "" TERM; echo "b $$"; (trap "" TERM; echo "c $(sh -c 'echo $PPID')";
+    : > "$1/ready"; exec sleep 60) & wait`;
+  const script = `m=$(mktemp -d); setsid sh -c '${inner.replaceAll("'", `'"'"'`)}' sh "$m" &
+    while [ ! -e "$m/ready" ]; do sleep 0.01; done; rm -rf "$m"; exit 3`;
+  const proc = new Running([...DENIT, "-s", "--kill-after", "300ms", "--", "sh", "-c", script]);
+  const pids: number[] = [];
+  try {
+    pids.push(Number(proc.line(await proc.waitFor(/^b \d+$/)).split(" ")[1]));
+    pids.push(Number(proc.line(await proc.waitFor(/^c \d+$/)).split(" ")[1]));
+    const status = await proc.status();
+    assertEquals(status.code, 3, status.stderr);
+    for (const pid of pids) assertOk(!exists(pid), `${pid} outlived denit`);
+    assertMatch(status.stderr, /warn: SIGKILL to leftovers still running after 300ms: .*\(sleep\)/);
+    assertOk(!/survived SIGKILL/.test(status.stderr), status.stderr);
+  } finally {
+    await proc.stop();
+    cleanup(pids);
+  }
+});
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: each leftover gets one SIGTERM, also after a TERM forwarded to the group`, async () => {
+    // A worker in the child's process group counts the TERMs it gets and ignores them.
+    const worker = `trap 'echo term' TERM; echo worker-ready; while :; do sleep 0.05; done`;
+    const child = `sh -c "${worker}" & trap 'exit 0' TERM; while :; do sleep 0.05; done`;
+    for (const group of [false, true]) {
+      const flags = [...(group ? ["-g"] : []), "--kill-after", "500ms"];
+      const proc = new Running(denitArgv(mode, [...flags, "--", "sh", "-c", child]));
+      try {
+        await proc.waitFor(/^worker-ready$/);
+        Deno.kill(denitPid(proc, mode), "SIGTERM");
+        const status = await proc.status();
+        assertEquals(status.code, 0, status.stderr);
+        assertEquals(
+          proc.lines.filter((l) => l === "term").length,
+          1,
+          `-g ${group}: ${proc.lines}`,
+        );
+      } finally {
+        await proc.stop();
+      }
+    }
+  });
+
+  Deno.test(`${mode}: --grace bounds the whole stop and says what it killed`, async () => {
+    // Child and leftover both ignore TERM. Before: grace + kill-after (1 s + 3 s).
+    const script = `(trap '' TERM; exec sleep 60) & trap '' TERM; echo ready; exec sleep 60`;
+    const proc = new Running(denitArgv(mode, ["--grace", "1s", "--", "sh", "-c", script]));
+    try {
+      await proc.waitFor(/^ready$/);
+      const started = performance.now();
+      Deno.kill(denitPid(proc, mode), "SIGTERM");
+      const status = await proc.status();
+      const elapsed = performance.now() - started;
+      assertEquals(status.code, 137, status.stderr);
+      assertOk(elapsed >= 1000 && elapsed < 1800, `the stop took ${elapsed.toFixed(0)} ms`);
+      assertMatch(status.stderr, /warn: grace period of 1s expired: SIGKILL to \d+ \(sleep\)/);
+    } finally {
+      await proc.stop();
+    }
+  });
+}
+
+Deno.test("the child gets 1024 open files (or --nofile) where deno run raised the limit", async () => {
+  // deno run raised its soft limit to the hard limit before denit ran (cli/util/unix.rs).
+  const show = ["--", "sh", "-c", "ulimit -n; ulimit -Hn"];
+  const hard = (await run(["sh", "-c", "ulimit -Hn"])).stdout.trim();
+  const prlimit = (soft: number) => ["prlimit", `--nofile=${soft}:${hard}`];
+  const plain = await run([...prlimit(512), ...DENIT, "-s", ...show]);
+  assertEquals(plain.stdout, `${Math.min(1024, Number(hard))}\n${hard}\n`, plain.stderr);
+  const max = await run([...DENIT, "-s", "--nofile", "max", ...show]);
+  assertEquals(max.stdout, `${hard}\n${hard}\n`);
+  const value = await run([...DENIT, "-s", "--nofile", "700", ...show]);
+  assertEquals(value.stdout, `700\n${hard}\n`);
+  const env = await run([...DENIT, "-s", ...show], { env: { DENIT_NOFILE: "800" } });
+  assertEquals(env.stdout, `800\n${hard}\n`);
+});
+
+Deno.test("exec as execvp: no PATH, a script without #!, a missing interpreter", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // PATH unset: the C library's default path (/bin:/usr/bin).
+    const bare = await run(["env", "-i", ...DENIT, "-s", "--", "true"]);
+    assertEquals(bare.code, 0, bare.stderr);
+    await Deno.writeTextFile(`${dir}/plain`, 'echo from-sh "$1"\nexit 4\n', { mode: 0o755 });
+    const plain = await run([...DENIT, "-s", `${dir}/plain`, "arg"]);
+    assertEquals([plain.code, plain.stdout], [4, "from-sh arg\n"], plain.stderr);
+    await Deno.writeTextFile(`${dir}/orphan`, "#!/no/such/shell -e\n", { mode: 0o755 });
+    const missing = await run([...DENIT, "-s", `${dir}/orphan`]);
+    assertEquals(missing.code, 127);
+    assertMatch(
+      missing.stderr,
+      /Cannot start ".*\/orphan": its interpreter "\/no\/such\/shell" is missing\n$/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("deno run's node shim on PATH does not reach the child", async () => {
+  // With no `node` on PATH, deno run prepends DENO_DIR/node_compat_bin (a `node` that is Deno).
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.symlink("/bin/sh", `${dir}/sh`);
+    const result = await run([...DENIT, "-s", "--", "/usr/bin/env"], {
+      env: { PATH: dir, DENO_DIR: `${dir}/deno-dir` },
+    });
+    assertEquals(result.code, 0, result.stderr);
+    const lines = result.stdout.split("\n");
+    assertOk(lines.includes(`PATH=${dir}`), result.stdout);
+    assertOk(!result.stdout.includes("DENO_NODE_SHIM_ACTIVE"), result.stdout);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the signal listeners come before denit's start-up work", async () => {
+  // A PATH of 12,000 missing directories makes the command lookup take long. The listener for
+  // SIGTERM must be installed as early as in a program that does nothing else (the runtime's
+  // own boot is the floor), not after the lookup, as before.
+  const floor = await Deno.makeTempFile({ suffix: ".js" });
+  await Deno.writeTextFile(
+    floor,
+    'Deno.addSignalListener("SIGTERM", () => {}); setTimeout(() => {}, 9e3);',
+  );
+  // 12,000 entries of 9 bytes: below the kernel's 128 KiB limit for one environment string.
+  const path = [...Array.from({ length: 12_000 }, (_, i) => `/x/${i}`), "/bin"].join(":");
+  const timeTo = async (argv: string[], env: Record<string, string>, child: boolean) => {
+    const started = performance.now();
+    const proc = new Running(argv, { env });
+    try {
+      await waitUntil(() => (caught(proc.child.pid) & (1n << 14n)) !== 0n, "a SIGTERM listener");
+      const listening = performance.now() - started;
+      if (child) await waitUntil(() => childrenOf(proc.child.pid).length > 0, "the child");
+      return { listening, started: performance.now() - started };
+    } finally {
+      proc.kill("SIGKILL");
+      await proc.status();
+    }
+  };
+  const denit: number[] = [];
+  const bare: number[] = [];
+  const started: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const d = await timeTo([...DENIT, "-s", "--", "sleep", "9"], { PATH: path }, true);
+    denit.push(d.listening);
+    started.push(d.started);
+    bare.push(
+      (await timeTo([DENO, "run", "--quiet", "--no-config", "-A", floor], {}, false)).listening,
+    );
+  }
+  await Deno.remove(floor);
+  const median = (values: number[]) => defined([...values].sort((a, b) => a - b)[2]);
+  const report =
+    `listening: denit ${median(denit).toFixed(1)} ms, floor ${median(bare).toFixed(1)} ms; ` +
+    `child started at ${median(started).toFixed(1)} ms`;
+  // The test means something only if the start-up work was long.
+  assertOk(median(started) > median(bare) + 40, report);
+  assertOk(median(denit) < median(bare) + 10, report);
+});
