@@ -6,6 +6,9 @@
  *   probe exitlat SUP... --      time the child's _exit -> SUP's exit seen by waitpid
  *   probe orphans burst N        (as SUP's child, in a PID namespace) N orphans exit at once
  *   probe orphans stream RATE S  RATE orphans per second for S seconds; samples the backlog
+ *   probe zombies N              (as SUP's child, PID 1 of a namespace) N zombies parked by one
+ *                                parent are reparented at once: the drain alone, with SIGUSR1
+ *                                round trips through SUP measured while it drains
  *   probe time ARGV...           run ARGV once (stdout to /dev/null), print its wall time
  *   probe sigchild               (internal) the child of siglat
  *   probe exitchild              (internal) the child of exitlat
@@ -235,6 +238,64 @@ static int orphans_stream(int rate, int seconds) {
   return left > 0;
 }
 
+/* ---- zombies reparented at once ---- */
+
+static int zombies(int n) {
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &usr1, NULL);
+  int ready[2], go[2];
+  if (pipe(ready) < 0 || pipe(go) < 0) die("pipe");
+  pid_t parker = fork();
+  if (parker < 0) die("fork");
+  if (parker == 0) {
+    /* N children that exit at once and stay zombies of this process until it exits. */
+    pid_t *kids = calloc(n, sizeof *kids);
+    for (int i = 0; i < n; i++) {
+      kids[i] = fork();
+      if (kids[i] < 0) die("fork");
+      if (kids[i] == 0) _exit(0);
+    }
+    siginfo_t info;
+    for (int i = 0; i < n; i++) waitid(P_PID, kids[i], &info, WEXITED | WNOWAIT);
+    if (write(ready[1], "R", 1) != 1) _exit(3);
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(3);
+    _exit(0); /* the kernel reparents every zombie to PID 1 now */
+  }
+  char c;
+  if (read(ready[0], &c, 1) != 1) die("parker not ready");
+  struct timespec settle = {0, 200000000};
+  nanosleep(&settle, NULL);
+  int64_t t0 = now_ns();
+  if (write(go[1], "G", 1) != 1) die("write go");
+  waitpid(parker, NULL, 0);
+  int64_t *lat = calloc(100000, sizeof *lat);
+  int signals = 0, lost = 0, peak = 0, left = n, round = 0;
+  struct timespec wait = {1, 0}, gap = {0, 1000000};
+  /* Counting what is left reads /proc/1/task/N/children, which contends with the reaper in
+     the kernel: counted every tenth round only, so that the signals measure the supervisor. */
+  while (round++ % 10 != 0 || (left = outstanding()) > 0) {
+    if (round % 10 == 1 && left > peak) peak = left;
+    int64_t s0 = now_ns();
+    if (kill(1, SIGUSR1) < 0) die("kill");
+    if (sigtimedwait(&usr1, NULL, &wait) < 0) lost++;
+    else if (signals < 100000) lat[signals++] = now_ns() - s0;
+    nanosleep(&gap, NULL);
+    if (now_ns() - t0 > 60000000000LL) break;
+  }
+  int64_t t = now_ns() - t0;
+  qsort(lat, signals, sizeof *lat, cmp_i64);
+  printf("{\"probe\":\"zombies\",\"zombies\":%d,\"seconds\":%.4f,\"per_second\":%.0f,"
+         "\"peak\":%d,\"left\":%d,\"signals\":%d,\"lost\":%d,\"sig_p50_us\":%.1f,"
+         "\"sig_p99_us\":%.1f,\"sig_max_us\":%.1f}\n",
+         n, t / 1e9, n / (t / 1e9), peak, left < 0 ? 0 : left, signals, lost,
+         signals ? lat[signals / 2] / 1e3 : 0, signals ? lat[signals * 99 / 100] / 1e3 : 0,
+         signals ? lat[signals - 1] / 1e3 : 0);
+  return left > 0;
+}
+
 static int time_once(char **argv) {
   int null = open("/dev/null", O_WRONLY);
   int64_t t0 = now_ns();
@@ -252,6 +313,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "exitchild") == 0) return exitchild();
   if (argc >= 3 && strcmp(argv[1], "siglat") == 0) return siglat(atoi(argv[2]), argv + 3, argv[0]);
   if (argc >= 2 && strcmp(argv[1], "exitlat") == 0) return exitlat(argv + 2, argv[0]);
+  if (argc >= 3 && strcmp(argv[1], "zombies") == 0) return zombies(atoi(argv[2]));
   if (argc >= 4 && strcmp(argv[1], "orphans") == 0 && strcmp(argv[2], "burst") == 0)
     return orphans_burst(atoi(argv[3]));
   if (argc >= 5 && strcmp(argv[1], "orphans") == 0 && strcmp(argv[2], "stream") == 0)

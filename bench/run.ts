@@ -189,13 +189,22 @@ function reaping(count: number, repeats: number, streamRate: number): Figures["r
   log(`reaping: ${count} orphans at once, ${repeats} rounds; a stream of ${streamRate}/s`);
   const pidns = ["unshare", "--pid", "--fork", "--mount-proc"];
   const burst = new Map<Supervisor, Array<Record<string, number>>>();
+  const drain = new Map<Supervisor, Array<Record<string, number>>>();
+  const record = (
+    map: Map<Supervisor, Array<Record<string, number>>>,
+    name: Supervisor,
+    out: Deno.CommandOutput,
+  ) => {
+    const runs = map.get(name) ?? [];
+    runs.push(JSON.parse(new TextDecoder().decode(out.stdout).trim()));
+    map.set(name, runs);
+  };
   for (let round = 0; round < repeats; round++) {
     for (const name of shuffled(NAMES)) {
       const argv = [...pidns, ...AS_PID1[name], PROBE, "orphans", "burst", String(count)];
-      const out = command(argv).outputSync();
-      const runs = burst.get(name) ?? [];
-      runs.push(JSON.parse(new TextDecoder().decode(out.stdout).trim()));
-      burst.set(name, runs);
+      record(burst, name, command(argv).outputSync());
+      const zombies = [...pidns, ...AS_PID1[name], PROBE, "zombies", String(count)];
+      record(drain, name, command(zombies).outputSync());
     }
   }
   return recordOf(NAMES, (name) => {
@@ -213,7 +222,14 @@ function reaping(count: number, repeats: number, streamRate: number): Figures["r
       return JSON.parse(new TextDecoder().decode(out.stdout).trim());
     })();
     const runs = burst.get(name) ?? [];
+    const drained = drain.get(name) ?? [];
     return {
+      drainPerSecond: median(drained.map((r) => r.per_second ?? NaN)),
+      drainLeft: Math.max(...drained.map((r) => r.left ?? NaN)),
+      drainSigP50Us: median(drained.map((r) => r.sig_p50_us ?? NaN)),
+      drainSigP99Us: median(drained.map((r) => r.sig_p99_us ?? NaN)),
+      drainSignals: drained.reduce((sum, r) => sum + (r.signals ?? 0), 0),
+      drainLost: drained.reduce((sum, r) => sum + (r.lost ?? 0), 0),
       perSecond: median(runs.map((r) => r.per_second ?? NaN)),
       peak: Math.max(...runs.map((r) => r.peak ?? NaN)),
       left: Math.max(...runs.map((r) => r.left ?? NaN)),

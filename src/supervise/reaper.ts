@@ -34,7 +34,7 @@ export interface ReapRound {
  * health requests wait that long): about 2 µs each, so a round stays well under a millisecond.
  * The next round's wait returns at once while zombies remain, so a burst drains at full speed.
  */
-export const REAP_BATCH = 256;
+export const REAP_BATCH = 128;
 
 /** One round: waits until a child has terminated, then reaps up to `limit` of them. */
 export async function reapRound(childPid: number, limit: number = REAP_BATCH): Promise<ReapRound> {
