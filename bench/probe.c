@@ -9,7 +9,7 @@
  *   probe zombies N              (as SUP's child, PID 1 of a namespace) N zombies parked by one
  *                                parent are reparented at once: the drain alone, with SIGUSR1
  *                                round trips through SUP measured while it drains
- *   probe time ARGV...           run ARGV once (stdout to /dev/null), print its wall time
+ *   probe time ARGV...           run ARGV once (stdout to /dev/null): wall time, peak RSS
  *   probe sigchild               (internal) the child of siglat
  *   probe exitchild              (internal) the child of exitlat
  *
@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -301,9 +302,11 @@ static int time_once(char **argv) {
   int64_t t0 = now_ns();
   pid_t pid = spawn_with_stdout(argv, null);
   int status;
-  if (waitpid(pid, &status, 0) < 0) die("waitpid");
+  struct rusage usage;
+  if (wait4(pid, &status, 0, &usage) < 0) die("wait4");
   int64_t t = now_ns() - t0;
-  printf("{\"probe\":\"time\",\"us\":%.2f,\"status\":%d}\n", t / 1e3, status);
+  printf("{\"probe\":\"time\",\"us\":%.2f,\"status\":%d,\"maxrss_kb\":%ld}\n", t / 1e3, status,
+         usage.ru_maxrss);
   return 0;
 }
 

@@ -70,6 +70,8 @@ export interface Figures {
     { rps: number; p50Ms: number; p99Ms: number; zombiesLeft: number | null }
   >;
   copy: Record<typeof COPY_ROWS[number], { cpMs: number; denitMs: number }>;
+  /** 200,000 files of 100 bytes in 2,000 directories: peak resident memory and time. */
+  copyMemory: { files: number; denitKiB: number; cpKiB: number; denitMs: number; cpMs: number };
   seconds: number;
 }
 
@@ -186,6 +188,14 @@ function verdicts(f: Figures): Verdict[] {
       met: c.denitMs <= 1.25 * c.cpMs,
     });
   }
+  const m = f.copyMemory;
+  out.push({
+    target: `copy ${m.files.toLocaleString("en")} files in bounded memory: peak RSS ≤ 160 MiB`,
+    measured: `${fixed(m.denitKiB / 1024, 1)} MiB (cp -a ${fixed(m.cpKiB / 1024, 1)} MiB); ${
+      fixed(m.denitMs)
+    } ms vs cp -a ${fixed(m.cpMs)} ms`,
+    met: m.denitKiB <= 160 * 1024,
+  });
   return out;
 }
 
@@ -383,6 +393,15 @@ export function renderResults(f: Figures): string {
         ratio(c.denitMs, c.cpMs),
       ]),
     ),
+    `Memory with the tree's size: ${
+      f.copyMemory.files.toLocaleString("en")
+    } files of 100 bytes in ${
+      (f.copyMemory.files / 100).toLocaleString("en")
+    } directories, one run each (peak resident memory from wait4).`,
+    table(["tool", "ms", "peak RSS MiB"], [
+      ["cp -a", fixed(f.copyMemory.cpMs), fixed(f.copyMemory.cpKiB / 1024, 1)],
+      ["denit copy", fixed(f.copyMemory.denitMs), fixed(f.copyMemory.denitKiB / 1024, 1)],
+    ]),
     notes,
   ];
   return `${sections.join("\n\n").trimEnd()}\n`;

@@ -403,6 +403,37 @@ function copy(repeats: number): Figures["copy"] {
   }
 }
 
+function copyMemory(files: number): Figures["copyMemory"] {
+  const dir = `${OUT}/tmpfs`;
+  log(`copy memory: ${files} files of 100 bytes on a tmpfs, once each`);
+  Deno.mkdirSync(dir, { recursive: true });
+  sh(`mountpoint -q ${dir} || mount -t tmpfs -o size=4g tmpfs ${dir}`);
+  try {
+    const perDir = 100;
+    const blob = new Uint8Array(100).fill(120);
+    for (let d = 0; d < files / perDir; d++) {
+      const path = `${dir}/many/d${Math.floor(d / 100)}/e${d % 100}`;
+      Deno.mkdirSync(path, { recursive: true });
+      for (let f = 0; f < perDir; f++) Deno.writeFileSync(`${path}/f${f}`, blob);
+    }
+    const measure = (argv: string[]) => {
+      sh(`rm -rf ${dir}/out`);
+      return probe(["time", ...argv]);
+    };
+    const cp = measure(["cp", "-a", `${dir}/many/.`, `${dir}/out`]);
+    const denit = measure([DENO, ...RUN, BUNDLE, "copy", `${dir}/many/.`, `${dir}/out`]);
+    return {
+      files,
+      denitKiB: denit.maxrss_kb ?? NaN,
+      cpKiB: cp.maxrss_kb ?? NaN,
+      denitMs: (denit.us ?? NaN) / 1000,
+      cpMs: (cp.us ?? NaN) / 1000,
+    };
+  } finally {
+    sh(`umount ${dir} && rmdir ${dir}`);
+  }
+}
+
 function machine(): Figures["machine"] {
   const cpu = /^model name\s*:\s*(.*)$/m.exec(Deno.readTextFileSync("/proc/cpuinfo"))?.[1] ?? "?";
   const git = new Deno.Command("git", { args: ["rev-parse", "--short", "HEAD"], stdout: "piped" })
@@ -447,6 +478,7 @@ const figures: Figures = {
   exit: exitPropagation(QUICK ? 5 : 30),
   health: await health(QUICK ? 2 : 8),
   copy: copy(QUICK ? 1 : 5),
+  copyMemory: copyMemory(QUICK ? 20_000 : 200_000),
   seconds: 0,
 };
 figures.seconds = Math.round((performance.now() - started) / 1000);

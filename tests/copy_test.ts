@@ -103,7 +103,7 @@ Deno.test("a second run rewrites nothing; a changed file alone is replaced", asy
     assertEquals(await inodes(), before);
     await Deno.writeTextFile(`${dir}/src/empty`, "now with content\n");
     const third = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
-    assertMatch(third.stderr, /1 files, .*; 5 unchanged/);
+    assertMatch(third.stderr, /1 file, .*; 5 unchanged/);
     const after = await inodes();
     for (const [path, ino] of before) {
       if (path !== "empty") assertEquals(after.get(path), ino, path);
@@ -191,7 +191,7 @@ Deno.test("refuses DEST inside SRC and SRC equal to DEST; missing SRC; DEST not 
     assertEquals(inside.code, 1);
     assertMatch(
       inside.stderr,
-      /^denit copy: Cannot copy ".*\/src" into ".*\/src\/bin\/x": DEST is inside SRC\n$/,
+      /^denit copy: Cannot copy ".*\/src" into ".*\/src\/bin\/x\/src": DEST is inside SRC\n$/,
     );
     const same = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/src`]);
     assertEquals(same.code, 1);
@@ -279,44 +279,43 @@ Deno.test("usage errors exit 2 with one line", async () => {
   }
 });
 
-Deno.test("disk full: exit 1 naming the file, no partial or temporary file left", async () => {
-  if (!CAN_UNSHARE) {
-    // deno-lint-ignore no-console -- a skipped test must say why
-    console.warn("SKIP disk-full test: mounting a small tmpfs needs root");
-    return;
-  }
-  await withDirs(async (dir) => {
-    await Deno.mkdir(`${dir}/src`);
-    await Deno.mkdir(`${dir}/mnt`);
-    await Deno.writeFile(`${dir}/src/small`, new Uint8Array(1000));
-    const big = new Uint8Array(3 << 20).fill(7);
-    await Deno.writeFile(`${dir}/src/zbig`, big);
-    // A private mount namespace: the 1 MiB tmpfs disappears with the command.
-    const script = `mount -t tmpfs -o size=1m tmpfs "$1" && mkdir "$1/existing" && \
+Deno.test({
+  name: "disk full: exit 1 naming the file, no partial or temporary file left",
+  ignore: !CAN_UNSHARE, // mounting a small tmpfs needs root
+  async fn() {
+    await withDirs(async (dir) => {
+      await Deno.mkdir(`${dir}/src`);
+      await Deno.mkdir(`${dir}/mnt`);
+      await Deno.writeFile(`${dir}/src/small`, new Uint8Array(1000));
+      const big = new Uint8Array(3 << 20).fill(7);
+      await Deno.writeFile(`${dir}/src/zbig`, big);
+      // A private mount namespace: the 1 MiB tmpfs disappears with the command.
+      const script = `mount -t tmpfs -o size=1m tmpfs "$1" && mkdir "$1/existing" && \
       ${DENIT_SHELL} copy "$2/." "$1/existing"; code=$?; ls -A "$1/existing"; exit $code`;
-    const result = await run(
-      [
-        "unshare",
-        "--mount",
-        "sh",
-        "-c",
-        script,
-        "sh",
-        `${dir}/mnt`,
-        `${dir}/src`,
-      ].map((a) => a),
-      { timeoutMs: 30_000 },
-    ).catch((err) => {
-      throw err;
+      const result = await run(
+        [
+          "unshare",
+          "--mount",
+          "sh",
+          "-c",
+          script,
+          "sh",
+          `${dir}/mnt`,
+          `${dir}/src`,
+        ].map((a) => a),
+        { timeoutMs: 30_000 },
+      ).catch((err) => {
+        throw err;
+      });
+      assertEquals(result.code, 1, result.stderr);
+      assertEquals(
+        result.stderr,
+        `denit copy: Cannot write "${dir}/mnt/existing/zbig": No space left on device\n`,
+      );
+      // Only the file that fit is there: no zbig, no .zbig.denit-* temporary.
+      assertEquals(result.stdout, "small\n");
     });
-    assertEquals(result.code, 1, result.stderr);
-    assertEquals(
-      result.stderr,
-      `denit copy: Cannot write "${dir}/mnt/existing/zbig": No space left on device\n`,
-    );
-    // Only the file that fit is there: no zbig, no .zbig.denit-* temporary.
-    assertEquals(result.stdout, "small\n");
-  });
+  },
 });
 
 Deno.test("SIGTERM during a copy: exit 143 and no temporary file left", async () => {
@@ -329,7 +328,7 @@ Deno.test("SIGTERM during a copy: exit 143 and no temporary file left", async ()
     try {
       // -v lines go to stderr; wait for copying to be under way through the filesystem.
       await waitUntil(() => {
-        const staged = names(`${dir}/dest`).find((name) => name.startsWith(".many.denit-"));
+        const staged = names(`${dir}/dest`).find((name) => name.startsWith(".denit-"));
         return staged !== undefined && names(`${dir}/dest/${staged}`).length > 10;
       }, "the copy to be under way");
       proc.kill("SIGTERM");
@@ -365,54 +364,281 @@ Deno.test("a tree large enough for the worker thread is copied exactly", async (
   });
 });
 
-Deno.test("device files are skipped without being opened", async () => {
-  if (!CAN_UNSHARE) {
-    // deno-lint-ignore no-console -- a skipped test must say why
-    console.warn("SKIP device file test: mknod needs root");
-    return;
-  }
-  await withDirs(async (dir) => {
-    await makeSource(`${dir}/src`);
-    // A character device like /dev/zero: opening and reading it would never end.
-    assertEquals((await run(["mknod", `${dir}/src/zero`, "c", "1", "5"])).code, 0);
-    const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`], {
-      timeoutMs: 15_000,
+Deno.test({
+  name: "device files are skipped without being opened",
+  ignore: !CAN_UNSHARE, // mknod needs root
+  async fn() {
+    await withDirs(async (dir) => {
+      await makeSource(`${dir}/src`);
+      // A character device like /dev/zero: opening and reading it would never end.
+      assertEquals((await run(["mknod", `${dir}/src/zero`, "c", "1", "5"])).code, 0);
+      const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`], {
+        timeoutMs: 15_000,
+      });
+      assertEquals(result.code, 0, result.stderr);
+      assertMatch(result.stderr, /skipping ".*\/zero": it is a char-device\n/);
+      assertOk(!(await Deno.lstat(`${dir}/dest/zero`).then(() => true, () => false)));
     });
-    assertEquals(result.code, 0, result.stderr);
-    assertMatch(result.stderr, /skipping ".*\/zero": it is a char-device\n/);
-    assertOk(!(await Deno.lstat(`${dir}/dest/zero`).then(() => true, () => false)));
+  },
+});
+
+Deno.test({
+  name: "an unreadable file and an unwritable DEST fail with one line, leaving nothing",
+  ignore: !CAN_UNSHARE, // dropping to another user needs root
+  async fn() {
+    await withDirs(async (dir) => {
+      await Deno.chmod(dir, 0o755);
+      await makeSource(`${dir}/src`);
+      await Deno.chmod(`${dir}/src/.config`, 0o755);
+      await Deno.chmod(`${dir}/src/.config/deep/er/settings`, 0o600); // root's, unreadable to 65534
+      await Deno.mkdir(`${dir}/out`, { mode: 0o777 });
+      await Deno.chmod(`${dir}/out`, 0o777);
+      const asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", ...DENIT];
+      const unreadable = await run([...asNobody, "copy", `${dir}/src/.`, `${dir}/out/dest`]);
+      assertEquals(unreadable.code, 1, unreadable.stderr);
+      assertEquals(
+        unreadable.stderr,
+        `denit copy: Cannot read "${dir}/src/.config/deep/er/settings": Permission denied\n`,
+      );
+      assertEquals(names(`${dir}/out`), []);
+      await Deno.mkdir(`${dir}/locked`, { mode: 0o755 });
+      await Deno.chmod(`${dir}/locked`, 0o755); // root's, not writable by 65534
+      const unwritable = await run([...asNobody, "copy", `${dir}/src/blob`, `${dir}/locked`]);
+      assertEquals(unwritable.code, 1, unwritable.stderr);
+      assertMatch(
+        unwritable.stderr,
+        /^denit copy: Cannot write ".*\/locked\/blob": Permission denied\n$/,
+      );
+      assertEquals(names(`${dir}/locked`), []);
+    });
+  },
+});
+
+/** Runs a shell script (fixtures with names no Deno path can spell). */
+async function sh(script: string, ...args: string[]): Promise<string> {
+  const result = await run(["sh", "-c", script, "sh", ...args]);
+  assertEquals(result.code, 0, result.stderr);
+  return result.stdout;
+}
+
+/** A listing of a tree with raw names (hex), kinds, sizes, link targets and modes, via find. */
+async function rawTree(root: string): Promise<string> {
+  const out = await sh(
+    `cd "$1" && find . -printf '%y %m %s %l|' -print0 | od -An -tx1 | tr -d ' \\n'`,
+    root,
+  );
+  return out;
+}
+
+Deno.test("names and link targets that are not UTF-8 are copied byte for byte", async () => {
+  await withDirs(async (dir) => {
+    await sh(
+      `mkdir -p "$1/src/$(printf 'dir\\377')" "$1/dest" && printf one > "$1/src/$(printf 'f\\377\\376')" &&
+       printf two > "$1/src/$(printf 'dir\\377')/$(printf 'g\\351')" &&
+       ln -s "$(printf 'target\\377')" "$1/src/$(printf 'l\\377')"`,
+      dir,
+    );
+    // Into an existing DEST (the case that used to skip them) and into a new one.
+    for (const dest of ["dest", "new"]) {
+      const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/${dest}`]);
+      assertEquals(result.code, 0, result.stderr);
+      assertMatch(result.stderr, /2 files, \d+ director(y|ies), 1 link/);
+      assertEquals(await rawTree(`${dir}/${dest}`), await rawTree(`${dir}/src`));
+    }
   });
 });
 
-Deno.test("an unreadable file and an unwritable DEST fail with one line, leaving nothing", async () => {
-  if (!CAN_UNSHARE) {
-    // deno-lint-ignore no-console -- a skipped test must say why
-    console.warn("SKIP permission tests: dropping to another user needs root");
-    return;
-  }
+Deno.test("a re-run removes what a killed run left; a failed copy leaves no DEST", async () => {
   await withDirs(async (dir) => {
-    await Deno.chmod(dir, 0o755);
     await makeSource(`${dir}/src`);
-    await Deno.chmod(`${dir}/src/.config`, 0o755);
-    await Deno.chmod(`${dir}/src/.config/deep/er/settings`, 0o600); // root's, unreadable to 65534
-    await Deno.mkdir(`${dir}/out`, { mode: 0o777 });
-    await Deno.chmod(`${dir}/out`, 0o777);
-    const asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", ...DENIT];
-    const unreadable = await run([...asNobody, "copy", `${dir}/src/.`, `${dir}/out/dest`]);
-    assertEquals(unreadable.code, 1, unreadable.stderr);
+    assertEquals((await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`])).code, 0);
+    // What SIGKILL leaves: a temporary file beside its target, a half-built directory.
+    await Deno.writeTextFile(`${dir}/dest/bin/.denit-0123456789ab`, "half");
+    await Deno.mkdir(`${dir}/dest/.denit-abcdef012345/deep`, { recursive: true });
+    const again = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    assertEquals(again.code, 0, again.stderr);
+    assertEquals(await tree(`${dir}/dest`), await tree(`${dir}/src`));
+    // A copy refused after DEST was made (a FIFO under --strict) leaves no DEST behind.
+    await sh(`mkfifo "$1/src/bin/fifo"`, dir);
+    const refused = await run([
+      ...DENIT,
+      "copy",
+      "--strict",
+      `${dir}/src/.`,
+      `${dir}/new/deeper/dest`,
+    ]);
+    assertEquals(refused.code, 1);
+    assertOk(!(await Deno.lstat(`${dir}/new`).then(() => true, () => false)), "DEST left behind");
+  });
+});
+
+Deno.test("names of 255 bytes into an existing directory, and a tree 2,030 levels deep", async () => {
+  await withDirs(async (dir) => {
+    const long = "n".repeat(255);
+    await Deno.mkdir(`${dir}/src/sub`, { recursive: true });
+    await Deno.writeTextFile(`${dir}/src/sub/${long}`, "long\n");
+    for (let run_ = 0; run_ < 2; run_++) {
+      await Deno.writeTextFile(`${dir}/src/sub/${long}`, `long ${run_}\n`);
+      const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+      assertEquals(result.code, 0, result.stderr);
+      assertEquals(await Deno.readTextFile(`${dir}/dest/sub/${long}`), `long ${run_}\n`);
+    }
+    // Deeper than PATH_MAX allows in one path: built and counted relative to each level.
+    await sh(
+      `cd "$1" && mkdir deep && cd deep && i=0; while [ $i -lt 2030 ]; do mkdir d && cd d; i=$((i+1)); done; echo bottom > f`,
+      dir,
+    );
+    const deep = await run([...DENIT, "copy", `${dir}/deep`, `${dir}/deepcopy`], {
+      timeoutMs: 60_000,
+    });
+    assertEquals(deep.code, 0, deep.stderr);
+    assertMatch(deep.stderr, /1 file, 2031 directories/);
+    const count = async (root: string) => (await sh(`find "$1" | wc -l`, root)).trim();
+    assertEquals(await count(`${dir}/deepcopy/deep`), await count(`${dir}/deep`));
+  });
+});
+
+Deno.test({
+  name: "holes stay holes: a 1 GiB sparse file fits a 64 MiB tmpfs",
+  ignore: !CAN_UNSHARE,
+  async fn() {
+    await withDirs(async (dir) => {
+      await Deno.mkdir(`${dir}/src`);
+      await Deno.mkdir(`${dir}/mnt`);
+      // 12 KiB of data at the start, middle and end of 1 GiB.
+      await sh(
+        `f="$1/src/sparse"; truncate -s 1G "$f";
+         for at in 0 524288 1048572; do head -c 4096 /dev/urandom | dd of="$f" bs=1024 seek=$at conv=notrunc status=none; done`,
+        dir,
+      );
+      const script =
+        `mount -t tmpfs -o size=64m tmpfs "$1" && ${DENIT_SHELL} copy "$2/." "$1/out" &&
+        cmp "$2/sparse" "$1/out/sparse" && stat -c '%s %b' "$1/out/sparse"`;
+      const result = await run([
+        "unshare",
+        "--mount",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        `${dir}/mnt`,
+        `${dir}/src`,
+      ], {
+        timeoutMs: 60_000,
+      });
+      assertEquals(result.code, 0, result.stderr);
+      const [size, blocks] = result.stdout.trim().split(" ").map(Number);
+      assertEquals(size, 1 << 30);
+      assertOk((blocks ?? Infinity) * 512 <= 64 * 1024, `${blocks} blocks allocated`);
+    });
+  },
+});
+
+Deno.test("hard links stay links within one copy", async () => {
+  await withDirs(async (dir) => {
+    await Deno.mkdir(`${dir}/src/a`, { recursive: true });
+    await Deno.mkdir(`${dir}/src/b`);
+    await Deno.writeFile(`${dir}/src/a/big`, new Uint8Array(10 << 20).fill(3));
+    for (const name of ["a/two", "b/three", "b/four", "five"]) {
+      await Deno.link(`${dir}/src/a/big`, `${dir}/src/${name}`);
+    }
+    for (const dest of ["new", "new"]) {
+      const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/${dest}`]);
+      assertEquals(result.code, 0, result.stderr);
+    }
+    const inodes = new Set<number | null>();
+    for (const name of ["a/big", "a/two", "b/three", "b/four", "five"]) {
+      inodes.add((await Deno.lstat(`${dir}/new/${name}`)).ino);
+    }
+    assertEquals(inodes.size, 1, "the names are not one file");
+    assertEquals((await Deno.lstat(`${dir}/new/five`)).nlink, 5);
+  });
+});
+
+Deno.test("extended attributes and file capabilities are copied, or warned about", async () => {
+  await withDirs(async (dir) => {
+    await Deno.mkdir(`${dir}/src`);
+    await Deno.writeTextFile(`${dir}/src/server`, "#!/bin/sh\n", { mode: 0o755 });
+    await sh(`setcap cap_net_bind_service=+ep "$1/src/server"`, dir);
+    await run([
+      "python3",
+      "-c",
+      `import os; os.setxattr("${dir}/src/server", "user.origin", b"build 7")`,
+    ]);
+    const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    assertEquals(result.code, 0, result.stderr);
     assertEquals(
-      unreadable.stderr,
-      `denit copy: Cannot read "${dir}/src/.config/deep/er/settings": Permission denied\n`,
+      (await sh(`getcap "$1/dest/server"`, dir)).trim(),
+      `${dir}/dest/server cap_net_bind_service=ep`,
     );
-    assertEquals(names(`${dir}/out`), []);
-    await Deno.mkdir(`${dir}/locked`, { mode: 0o755 });
-    await Deno.chmod(`${dir}/locked`, 0o755); // root's, not writable by 65534
-    const unwritable = await run([...asNobody, "copy", `${dir}/src/blob`, `${dir}/locked`]);
-    assertEquals(unwritable.code, 1, unwritable.stderr);
-    assertMatch(
-      unwritable.stderr,
-      /^denit copy: Cannot write ".*\/locked\/blob": Permission denied\n$/,
-    );
-    assertEquals(names(`${dir}/locked`), []);
+    const attr = await run([
+      "python3",
+      "-c",
+      `import os; print(os.getxattr("${dir}/dest/server", "user.origin").decode())`,
+    ]);
+    assertEquals(attr.stdout, "build 7\n");
+  });
+});
+
+Deno.test({
+  name: "an attribute the copier may not set is warned about once and counted",
+  ignore: !CAN_UNSHARE, // needs root, to copy as another user
+  async fn() {
+    await withDirs(async (dir) => {
+      await Deno.mkdir(`${dir}/src`);
+      await Deno.writeTextFile(`${dir}/src/server`, "#!/bin/sh\n", { mode: 0o755 });
+      await sh(`setcap cap_net_bind_service=+ep "$1/src/server"`, dir);
+      await Deno.chmod(dir, 0o755);
+      await Deno.mkdir(`${dir}/out`, { mode: 0o777 });
+      await Deno.chmod(`${dir}/out`, 0o777);
+      const asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", ...DENIT];
+      const denied = await run([...asNobody, "copy", `${dir}/src/.`, `${dir}/out/dest`]);
+      assertEquals(denied.code, 0, denied.stderr);
+      assertMatch(
+        denied.stderr,
+        /warning: cannot copy the extended attribute "security\.capability" of ".*\/server": Operation not permitted/,
+      );
+      assertMatch(denied.stderr, /1 attribute not copied\n$/);
+    });
+  },
+});
+
+Deno.test("SRC/ follows a symlink to a directory, as cp -a SRC/ does; SRC copies the link", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/real`);
+    await Deno.symlink(`${dir}/real`, `${dir}/alias`);
+    const followed = await run([...DENIT, "copy", `${dir}/alias/`, `${dir}/dest`]);
+    assertEquals(followed.code, 0, followed.stderr);
+    assertOk((await Deno.lstat(`${dir}/dest/alias`)).isDirectory);
+    assertEquals(await tree(`${dir}/dest/alias`), await tree(`${dir}/real`));
+    const link = await run([...DENIT, "copy", `${dir}/alias`, `${dir}/links`]);
+    assertEquals(link.code, 0, link.stderr);
+    assertOk((await Deno.lstat(`${dir}/links/alias`)).isSymlink);
+  });
+});
+
+Deno.test("a directory of DEST swapped for a symlink during the copy: nothing lands outside", async () => {
+  await withDirs(async (dir) => {
+    await Deno.mkdir(`${dir}/src/sub`, { recursive: true });
+    for (let i = 0; i < 3000; i++) writeFixture(`${dir}/src/sub/f${i}`, new Uint8Array(256));
+    await Deno.mkdir(`${dir}/dest/sub`, { recursive: true });
+    await Deno.mkdir(`${dir}/outside`, { mode: 0o700 });
+    await Deno.chmod(`${dir}/outside`, 0o700);
+    const proc = new Running([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+    try {
+      await waitUntil(() => names(`${dir}/dest/sub`).length > 50, "the copy to be under way");
+      // Stopped mid-copy, the directory it writes into is replaced by a symlink to elsewhere.
+      proc.kill("SIGSTOP");
+      await Deno.rename(`${dir}/dest/sub`, `${dir}/dest/moved`);
+      await Deno.symlink(`${dir}/outside`, `${dir}/dest/sub`);
+      proc.kill("SIGCONT");
+      const status = await proc.status(30_000);
+      assertOk(status.code === 0 || status.code === 1, status.stderr);
+      assertEquals(names(`${dir}/outside`), [], "written through the symlink");
+      assertEquals((await Deno.stat(`${dir}/outside`)).mode! & 0o777, 0o700);
+    } finally {
+      proc.kill("SIGCONT");
+      await proc.stop();
+    }
   });
 });

@@ -250,7 +250,10 @@ Deno.test("the signal listeners come before denit's start-up work", async () => 
       if (child) await waitUntil(() => childrenOf(proc.child.pid).length > 0, "the child");
       return { listening, started: performance.now() - started };
     } finally {
-      proc.kill("SIGKILL");
+      // denit gets TERM, which it forwards (SIGKILLed, it would leave its child holding the
+      // pipes); the floor catches TERM, so it gets KILL.
+      if (child) await proc.stop();
+      else proc.kill("SIGKILL");
       await proc.status();
     }
   };
@@ -261,9 +264,9 @@ Deno.test("the signal listeners come before denit's start-up work", async () => 
     const d = await timeTo([...DENIT, "-s", "--", "sleep", "9"], { PATH: path }, true);
     denit.push(d.listening);
     started.push(d.started);
-    bare.push(
-      (await timeTo([DENO, "run", "--quiet", "--no-config", "-A", floor], {}, false)).listening,
-    );
+    // The same PATH for the floor: the runtime itself scans PATH at boot (for a `node`).
+    const floorRun = [DENO, "run", "--quiet", "--no-config", "-A", floor];
+    bare.push((await timeTo(floorRun, { PATH: path }, false)).listening);
   }
   await Deno.remove(floor);
   const median = (values: number[]) => defined([...values].sort((a, b) => a - b)[2]);

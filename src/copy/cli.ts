@@ -2,7 +2,7 @@
 
 import { type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
 import { UsageError } from "../common/errors.ts";
-import type { Owner } from "./plan.ts";
+import type { Owner } from "./check.ts";
 
 /** Everything `denit copy` / `denit init` was asked. */
 export interface CopyInvocation {

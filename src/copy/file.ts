@@ -1,27 +1,28 @@
 /**
- * Copying one regular file, the part of copy mode that runs on several threads: the main
- * thread and, for large trees, a worker (copy_worker.ts). Each thread has its own FileCopier.
+ * Copying one regular file, the part of copy mode that runs on several threads (the main
+ * thread, and workers for large trees: worker.ts). Everything goes through descriptors: the
+ * source opened without following a symlink, the destination created with O_EXCL under its
+ * temporary name (or its final name inside a directory that is still being built).
  */
 
-import type { Owner } from "./plan.ts";
-import { CopyError } from "./plan.ts";
 import {
   closeFd,
-  copyRange,
-  copyRangeOnThread,
+  copyData,
   createExclusive,
-  errnoMessage,
   openForReading,
-  type PathStat,
-  renamePath,
-  sendFile,
+  readAt,
+  readXattrs,
+  removeEntry,
+  renameEntry,
   setFdMode,
   setFdOwner,
   setFdTimes,
   statFd,
   syncFd,
+  writeXattr,
 } from "../sys/files.ts";
-import { sha256File } from "./hash.ts";
+import { CopyError, fail, type Owner } from "./check.ts";
+import { display, printable } from "./names.ts";
 
 /** Options of the copy itself. */
 export interface CopyOptions {
@@ -31,14 +32,40 @@ export interface CopyOptions {
   readonly sync: boolean;
 }
 
-/** One file to copy: written at `target`, renamed to `dest` when `target` is a temporary. */
+/** One file to copy, by descriptors of its directories and raw names. */
 export interface FileJob {
-  readonly src: string;
-  readonly dest: string;
-  readonly target: string;
-  readonly renameToDest: boolean;
-  /** null: read from the open file (a new file in a new directory). */
-  readonly stat: PathStat | null;
+  readonly srcDir: number;
+  readonly name: Uint8Array;
+  readonly destDir: number;
+  readonly destName: Uint8Array;
+  /** Written under this name and renamed to destName; null: written as destName directly. */
+  readonly temp: Uint8Array | null;
+  /** The directories' paths, for messages (a file's own path is only built for one). */
+  readonly srcBase: string;
+  readonly destBase: string;
+  /** Keep the written file open and return its descriptor (for hard links to it). */
+  readonly keep: boolean;
+  /**
+   * A file with more than one link is not copied but handed back (`deferred`): the main thread
+   * copies hard links one at a time, so that their other names become links again.
+   */
+  readonly deferLinked: boolean;
+}
+
+/** An attribute that could not be copied. */
+export interface XattrMiss {
+  readonly attr: string;
+  readonly path: string;
+  readonly errno: number;
+}
+
+/** What copying one file did. */
+export interface FileResult {
+  readonly bytes: number;
+  readonly keptFd: number | null;
+  readonly misses: readonly XattrMiss[];
+  /** Not copied: a hard-linked file for the main thread (see FileJob.deferLinked). */
+  readonly deferred: boolean;
 }
 
 /** Thrown when a stop signal arrived; the temporary file in flight is already gone. */
@@ -49,160 +76,133 @@ export class CopyInterrupted extends Error {
   }
 }
 
-const SMALL_CHUNK = 8 << 20; // copied on this thread in one call
-const THREAD_CHUNK = 64 << 20; // larger files go in chunks on a worker thread
-const YIELD_EVERY_MS = 50; // longest stretch without a turn of the event loop
-// copy_file_range(2) refuses some pairs of files; sendfile(2) handles any regular files.
-const FALLBACK_ERRNOS = new Set([18, 22, 38, 95]); // EXDEV, EINVAL, ENOSYS, EOPNOTSUPP
+/** A stop request shared between threads: 0 go on, N > 0 signal N, -1 a failure elsewhere. */
+export class StopFlag {
+  readonly #cell: Int32Array;
 
-/** Throws the one-line CopyError for a failed call. */
-export function fail(action: string, path: string, errno: number): never {
-  throw new CopyError(`Cannot ${action} "${path}": ${errnoMessage(errno)}`);
+  constructor(buffer: SharedArrayBuffer = new SharedArrayBuffer(4)) {
+    this.#cell = new Int32Array(buffer);
+  }
+
+  /** The shared memory, to hand to a worker. */
+  get buffer(): SharedArrayBuffer {
+    return this.#cell.buffer as SharedArrayBuffer;
+  }
+
+  /** Records a stop (the first one wins). */
+  stop(code: number): void {
+    Atomics.compareExchange(this.#cell, 0, 0, code);
+  }
+
+  /** Throws CopyInterrupted (or a CopyError for a failure elsewhere) once a stop is recorded. */
+  check(): void {
+    const code = Atomics.load(this.#cell, 0);
+    if (code > 0) throw new CopyInterrupted(code);
+    if (code < 0) throw new CopyError("stopped: another part of the copy failed");
+  }
 }
 
-/** Copies files on one thread, keeping track of its temporary file in flight. */
-export class FileCopier {
-  readonly #options: CopyOptions;
-  /** Temporary paths written now: removed on failure or interruption. */
-  readonly temps = new Set<string>();
-  #interrupted: number | null = null;
-  #lastYield = performance.now();
-  files = 0;
-  bytes = 0;
+const SMALL_CHUNK = 8 << 20; // copied on this thread in one call
+const THREAD_CHUNK = 64 << 20; // larger files go in chunks on a worker thread
 
-  constructor(options: CopyOptions) {
-    this.#options = options;
+async function sha256(fd: number, size: number): Promise<string> {
+  // node:crypto on first use only: only --verify pays for Deno's Node layer.
+  const { createHash } = await import("node:crypto");
+  const hash = createHash("sha256");
+  const buffer = new Uint8Array(1 << 20);
+  for (let at = 0; at < size;) {
+    const n = readAt(fd, buffer, at);
+    if (!n.ok || n.value === 0) break;
+    hash.update(buffer.subarray(0, n.value));
+    at += n.value;
   }
+  return hash.digest("hex");
+}
 
-  /** Records a stop signal; the copy stops at the next check and cleans up. */
-  interrupt(signo: number): void {
-    this.#interrupted ??= signo;
+function copyXattrs(input: number, output: number, path: () => string): XattrMiss[] {
+  const attrs = readXattrs(input);
+  // ENOTSUP: the source's filesystem has none to copy.
+  if (!attrs.ok) return attrs.errno === 95 ? [] : [{ attr: "*", path: path(), errno: attrs.errno }];
+  const misses: XattrMiss[] = [];
+  for (const [attr, value] of attrs.value) {
+    const written = writeXattr(output, attr, value);
+    if (!written.ok) misses.push({ attr: printable(attr), path: path(), errno: written.errno });
   }
+  return misses;
+}
 
-  /** Throws CopyInterrupted once a stop was recorded. */
-  checkInterrupted(): void {
-    if (this.#interrupted !== null) throw new CopyInterrupted(this.#interrupted);
-  }
+const NO_MISSES: readonly XattrMiss[] = Object.freeze([]);
 
-  /** Turns the event loop now and then: signal listeners and worker messages run only there. */
-  async maybeYield(): Promise<void> {
-    if (performance.now() - this.#lastYield < YIELD_EVERY_MS) return;
-    await new Promise((resolve) => setTimeout(resolve, 0));
-    this.#lastYield = performance.now();
-  }
-
-  /** Removes a temporary path (recursively for a staged directory), if it is still there. */
-  removeTemp(temp: string): void {
-    try {
-      // Deno's recursive removal never follows symlinks inside the tree.
-      Deno.removeSync(temp, { recursive: true });
-    } catch {
-      // Already gone (or never created): nothing is left behind.
+/**
+ * Copies one file: data (holes kept), owner, mode, extended attributes (file capabilities
+ * included, after chown, which would clear them), times; then renames the temporary into place.
+ * Throws CopyError or CopyInterrupted with nothing left behind.
+ */
+export async function copyFile(
+  job: FileJob,
+  options: CopyOptions,
+  stop: StopFlag,
+  onThread: boolean,
+): Promise<FileResult> {
+  const srcPath = () => display(job.srcBase, job.name);
+  const destPath = () => display(job.destBase, job.destName);
+  const input = openForReading(job.srcDir, job.name);
+  if (!input.ok) fail("read", srcPath(), input.errno);
+  const target = job.temp ?? job.destName;
+  let output = -1;
+  let done = false;
+  try {
+    const stat = statFd(input.value);
+    if (!stat.ok) fail("inspect", srcPath(), stat.errno);
+    const src = stat.value;
+    if (src.kind !== "file") {
+      throw new CopyError(`Cannot copy "${srcPath()}": it became a ${src.kind} while copying`);
     }
-  }
-
-  /** Copies one file; throws CopyError or CopyInterrupted with nothing left behind. */
-  async copy(planned: FileJob): Promise<void> {
-    const input = openForReading(planned.src);
-    if (!input.ok) fail("read", planned.src, input.errno);
-    let stat = planned.stat;
-    if (stat === null) {
-      const read = statFd(input.value);
-      if (!read.ok) {
-        closeFd(input.value);
-        fail("inspect", planned.src, read.errno);
-      }
-      stat = read.value;
+    if (job.deferLinked && src.nlink > 1) {
+      return { bytes: 0, keptFd: null, misses: NO_MISSES, deferred: true };
     }
-    const job = { ...planned, stat };
-    if (job.stat.kind !== "file") {
-      closeFd(input.value);
-      throw new CopyError(`Cannot copy "${job.src}": it became a ${job.stat.kind} while copying`);
+    const created = createExclusive(job.destDir, target, 0o600);
+    if (!created.ok) fail("write", destPath(), created.errno);
+    output = created.value;
+    const sparse = src.blocks * 512 < src.size;
+    const data = await copyData(input.value, output, src.size, sparse, {
+      smallChunk: SMALL_CHUNK,
+      threadChunk: THREAD_CHUNK,
+      onThread,
+      check: () => stop.check(),
+    });
+    if (!data.ok) fail("write", destPath(), data.errno);
+    // chown first: it clears setuid/setgid bits and file capabilities, set again below.
+    if (options.owner !== null) {
+      const owned = setFdOwner(output, options.owner.uid, options.owner.gid);
+      if (!owned.ok) fail("change the owner of", destPath(), owned.errno);
     }
-    const output = createExclusive(job.target, 0o600);
-    if (!output.ok) {
-      closeFd(input.value);
-      fail("write", job.dest, output.errno);
+    const mode = setFdMode(output, options.fileMode ?? src.mode);
+    if (!mode.ok) fail("set the mode of", destPath(), mode.errno);
+    const misses = copyXattrs(input.value, output, destPath);
+    if (options.sync) {
+      const synced = syncFd(output);
+      if (!synced.ok) fail("flush", destPath(), synced.errno);
     }
-    this.temps.add(job.target);
-    let outputOpen = true;
-    try {
-      const bytes = await this.#copyData(input.value, output.value, job);
-      this.#setMetadata(output.value, job);
-      closeFd(output.value);
-      outputOpen = false;
-      this.checkInterrupted();
-      if (this.#options.verify && await sha256File(job.src) !== await sha256File(job.target)) {
-        throw new CopyError(
-          `Verification failed for "${job.dest}": contents differ from "${job.src}"`,
-        );
-      }
-      this.checkInterrupted();
-      if (job.renameToDest) {
-        const renamed = renamePath(job.target, job.dest);
-        if (!renamed.ok) fail("replace", job.dest, renamed.errno);
-      }
-      this.temps.delete(job.target);
-      this.files++;
-      this.bytes += bytes;
-    } finally {
-      closeFd(input.value);
-      if (outputOpen) closeFd(output.value);
-      if (this.temps.delete(job.target)) this.removeTemp(job.target);
+    const times = setFdTimes(output, src.atime, src.mtime);
+    if (!times.ok) fail("set the times of", destPath(), times.errno);
+    stop.check();
+    if (options.verify && await sha256(input.value, src.size) !== await sha256(output, src.size)) {
+      throw new CopyError(
+        `Verification failed for "${destPath()}": contents differ from "${srcPath()}"`,
+      );
     }
-  }
-
-  async #copyData(
-    input: number,
-    output: number,
-    job: FileJob & { stat: PathStat },
-  ): Promise<number> {
-    let copied = 0;
-    let useSendfile = false;
-    const large = job.stat.size > SMALL_CHUNK;
-    if (!large) {
-      // One call for a small file: a count short of what was asked means end of file
-      // (regular files; far below copy_file_range's 2 GiB cap per call).
-      const wanted = job.stat.size + 1;
-      const once = copyRange(input, output, wanted);
-      if (once.ok && once.value < wanted) return once.value;
-      if (once.ok) copied = once.value;
-      else if (FALLBACK_ERRNOS.has(once.errno)) useSendfile = true;
-      else fail("write", job.dest, once.errno);
+    stop.check();
+    if (job.temp !== null) {
+      const renamed = renameEntry(job.destDir, job.temp, job.destDir, job.destName);
+      if (!renamed.ok) fail("replace", destPath(), renamed.errno);
     }
-    for (;;) {
-      this.checkInterrupted();
-      let result = useSendfile
-        ? sendFile(output, input, SMALL_CHUNK)
-        : large
-        ? await copyRangeOnThread(input, output, THREAD_CHUNK)
-        : copyRange(input, output, SMALL_CHUNK);
-      // The worker thread cannot report errno: repeat the call here to learn it.
-      if (!result.ok && result.errno === 0) result = copyRange(input, output, SMALL_CHUNK);
-      if (!result.ok && !useSendfile && copied === 0 && FALLBACK_ERRNOS.has(result.errno)) {
-        useSendfile = true;
-        continue;
-      }
-      if (!result.ok) fail("write", job.dest, result.errno);
-      if (result.value === 0) return copied;
-      copied += result.value;
-    }
-  }
-
-  #setMetadata(fd: number, job: FileJob & { stat: PathStat }): void {
-    const { owner, fileMode } = this.#options;
-    // chown first: it clears setuid and setgid bits, which the chmod after it restores.
-    if (owner !== null) {
-      const result = setFdOwner(fd, owner.uid, owner.gid);
-      if (!result.ok) fail("change the owner of", job.dest, result.errno);
-    }
-    const mode = setFdMode(fd, fileMode ?? job.stat.mode);
-    if (!mode.ok) fail("set the mode of", job.dest, mode.errno);
-    if (this.#options.sync) {
-      const synced = syncFd(fd);
-      if (!synced.ok) fail("flush", job.dest, synced.errno);
-    }
-    const times = setFdTimes(fd, job.stat.atime, job.stat.mtime);
-    if (!times.ok) fail("set the times of", job.dest, times.errno);
+    done = true;
+    return { bytes: data.value, keptFd: job.keep ? output : null, misses, deferred: false };
+  } finally {
+    closeFd(input.value);
+    if (output >= 0 && !(done && job.keep)) closeFd(output);
+    // Only a failure or a stop leaves a file behind: remove what was created under `target`.
+    if (!done && output >= 0) removeEntry(job.destDir, target, false);
   }
 }

@@ -1,113 +1,214 @@
-/** `denit copy` and `denit init`: parse, plan, carry out, report. */
+/** `denit copy` and `denit init`: parse, check, carry out, report. */
 
-import { dirname, join, resolve } from "./paths.ts";
 import { UsageError } from "../common/errors.ts";
-import { CopyInterrupted, CopyRun, type CopySummary } from "./run.ts";
-import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
-import { CopyError, describeError, type Item, planCopy, type Root, rootsFor } from "./plan.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { printErr, printOut } from "../common/log.ts";
 import { RUN_FLAGS } from "../common/runtime.ts";
 import { parseSignal } from "../common/signals.ts";
+import {
+  AT_FDCWD,
+  closeFd,
+  makeDirectory,
+  openDirectory,
+  raiseFileLimit,
+  removeEntry,
+  statPath,
+} from "../sys/files.ts";
+import {
+  checkRoot,
+  closeRoot,
+  CopyError,
+  describeItem,
+  fail,
+  type OpenedRoot,
+  openRoot,
+  placeOf,
+  type PlanItem,
+  type Root,
+} from "./check.ts";
+import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
+import { basename, dirname, join, resolve } from "./paths.ts";
+import { CopyInterrupted, CopyRun, type CopySummary } from "./run.ts";
 
-/** The signals that stop a copy; their numbers come from the one signal table. */
+/** The signals that stop a copy. */
 const STOP_SIGNALS: readonly Deno.Signal[] = ["SIGTERM", "SIGINT", "SIGHUP"];
+/** From this many files on, two worker threads copy them (below, starting them costs more). */
+const PARALLEL_MIN_FILES = 2000;
+
+/** One destination directory and what goes into it. */
+interface Target {
+  readonly dest: string;
+  readonly roots: readonly Root[];
+}
+
+/** Each SRC of `denit copy`: `SRC/.` its contents, `SRC/` SRC followed if a link, else SRC. */
+export function rootsFor(sources: readonly string[]): Root[] {
+  return sources.map((source) => {
+    const contents = source === "." || source.endsWith("/.");
+    const follow = !contents && source.length > 1 && source.endsWith("/");
+    return { src: source, contents, follow, destName: basename(source) };
+  });
+}
 
 /** What `denit init` copies for the form denit runs in, and the entrypoint that results. */
-export function initRoots(dest: string): { roots: Root[]; entrypoint: string[] } {
+export function initTargets(dest: string): { targets: Target[]; entrypoint: string[] } {
   const target = resolve(dest);
   const runtime = Deno.execPath();
+  const root = (src: string, destName: string): Root => ({
+    src,
+    contents: false,
+    follow: false,
+    destName,
+  });
   if (Deno.build.standalone) {
     return {
-      roots: [{ src: runtime, dest: join(target, "denit"), contents: false }],
+      targets: [{ dest: target, roots: [root(runtime, "denit")] }],
       entrypoint: [join(target, "denit"), "--"],
     };
   }
   const main = new URL(Deno.mainModule).pathname;
-  const deno: Root = { src: runtime, dest: join(target, "deno"), contents: false };
   if (main.endsWith(".js")) {
     return {
-      roots: [deno, { src: main, dest: join(target, "denit.js"), contents: false }],
+      targets: [{ dest: target, roots: [root(runtime, "deno"), root(main, "denit.js")] }],
       entrypoint: [join(target, "deno"), ...RUN_FLAGS, join(target, "denit.js"), "--"],
     };
   }
   // From source: the runtime plus denit's module files.
-  const root = dirname(main);
   const code = join(target, "denit-src");
+  const source = dirname(main);
   return {
-    roots: [
-      deno,
-      ...["mod.ts", "init.ts", "src"].map((name) => ({
-        src: join(root, name),
-        dest: join(code, name),
-        contents: false,
-      })),
+    targets: [
+      { dest: target, roots: [root(runtime, "deno")] },
+      {
+        dest: code,
+        roots: ["mod.ts", "init.ts", "src"].map((name) => root(join(source, name), name)),
+      },
     ],
     entrypoint: [join(target, "deno"), ...RUN_FLAGS, join(code, "mod.ts"), "--"],
   };
 }
 
-function describeItem(item: Item): string {
-  switch (item.kind) {
-    case "special":
-      return `skip ${item.src} (${item.stat.kind})`;
-    case "dir":
-      return `${
-        item.fate === "new" ? "mkdir" : item.fate === "unchanged" ? "unchanged" : "update"
-      } ${item.dest}`;
-    case "link":
-      return item.fate === "unchanged"
-        ? `unchanged ${item.dest}`
-        : `link ${item.dest} -> ${item.target}`;
-    case "file":
-      return item.fate === "unchanged"
-        ? `unchanged ${item.dest}`
-        : `${item.fate === "new" ? "copy" : "replace"} ${item.src} -> ${item.dest}`;
-  }
+function plural(n: number, one: string, many: string): string {
+  return `${n} ${n === 1 ? one : many}`;
 }
 
 function formatSummary(mode: string, summary: CopySummary, seconds: number): string {
   const mib = summary.bytes / (1 << 20);
   const rate = seconds > 0 ? mib / seconds : 0;
-  return `denit ${mode}: ${summary.files} files, ${summary.dirs} directories, ${summary.links} links, ` +
+  const hard = summary.hardlinks > 0
+    ? `, ${plural(summary.hardlinks, "hard link", "hard links")}`
+    : "";
+  const missed = summary.xattrMisses > 0
+    ? `, ${plural(summary.xattrMisses, "attribute", "attributes")} not copied`
+    : "";
+  return `denit ${mode}: ${plural(summary.files, "file", "files")}, ` +
+    `${plural(summary.dirs, "directory", "directories")}, ${
+      plural(summary.links, "link", "links")
+    }${hard}, ` +
     `${mib.toFixed(1)} MiB in ${seconds.toFixed(2)} s (${rate.toFixed(1)} MiB/s); ` +
-    `${summary.unchanged} unchanged, ${summary.skipped} skipped`;
+    `${summary.unchanged} unchanged, ${summary.skipped} skipped${missed}`;
 }
 
-async function execute(invocation: CopyInvocation, roots: Root[]): Promise<number> {
+/** Makes DEST and its missing parents; returns those it made, deepest last. */
+function makeDestination(dest: string): string[] {
+  const made: string[] = [];
+  const missing: string[] = [];
+  for (let path = dest;; path = dirname(path)) {
+    const stat = statPath(path, true);
+    if (stat.ok) {
+      if (stat.value.kind !== "dir") {
+        throw new CopyError(
+          path === dest
+            ? `Cannot copy into "${dest}": DEST must be a directory (it is created if missing)`
+            : `Cannot create "${dest}": "${path}" is not a directory`,
+        );
+      }
+      break;
+    }
+    if (stat.errno !== 2) fail("inspect", path, stat.errno);
+    missing.push(path);
+    if (path === "/" || path === ".") break;
+  }
+  for (const path of missing.reverse()) {
+    const result = makeDirectory(AT_FDCWD, path, 0o777);
+    if (!result.ok && result.errno !== 17) fail("create directory", path, result.errno);
+    if (result.ok) made.push(path);
+  }
+  return made;
+}
+
+function checkPlace(root: Root, opened: OpenedRoot, destFd: number, dest: string): void {
+  if (opened.kind !== "dir") return;
+  const place = placeOf(opened.stat, destFd);
+  if (place === "apart") return;
+  if (root.contents && place === "same") {
+    throw new CopyError(
+      `Cannot copy "${root.src}" into itself: SRC and DEST are the same directory`,
+    );
+  }
+  const into = root.contents ? dest : `${dest}/${root.destName}`;
+  throw new CopyError(`Cannot copy "${root.src}" into "${into}": DEST is inside SRC`);
+}
+
+async function copyInto(invocation: CopyInvocation, target: Target, run: CopyRun): Promise<void> {
+  const dest = resolve(target.dest);
+  const opened: Array<{ root: Root; opened: OpenedRoot }> = [];
+  let made: string[] = [];
+  let destFd = -1;
+  let succeeded = false;
+  try {
+    for (const root of target.roots) opened.push({ root, opened: openRoot(root) });
+    made = invocation.dryRun ? [] : makeDestination(dest);
+    const openedDest = openDirectory(AT_FDCWD, dest, true);
+    if (openedDest.ok) destFd = openedDest.value;
+    else if (!invocation.dryRun || openedDest.errno !== 2) fail("open", dest, openedDest.errno);
+    let files = 0;
+    const onItem = (item: PlanItem) => {
+      if (item.action === "skip") {
+        printErr(`denit ${invocation.mode}: skipping "${item.src}": it is a ${item.detail}`);
+      }
+      if (invocation.dryRun) printOut(describeItem(item));
+      else if (invocation.verbose) printErr(describeItem(item));
+    };
+    for (const { root, opened: source } of opened) {
+      if (destFd >= 0) checkPlace(root, source, destFd, dest);
+      files += checkRoot(root, source, destFd, dest, invocation, onItem).files;
+    }
+    if (!invocation.dryRun) await run.run(opened, destFd, dest, files >= PARALLEL_MIN_FILES);
+    succeeded = true;
+  } finally {
+    if (destFd >= 0) closeFd(destFd);
+    for (const { opened: source } of opened) closeRoot(source);
+    // A failed copy leaves no DEST it made: the directories it created, if still empty.
+    if (!succeeded) {
+      for (const path of made.reverse()) {
+        removeEntry(AT_FDCWD, new TextEncoder().encode(path), true);
+      }
+    }
+  }
+}
+
+async function execute(invocation: CopyInvocation, targets: readonly Target[]): Promise<number> {
   const started = performance.now();
-  const items = planCopy(roots, invocation);
-  for (const item of items) {
-    if (item.kind === "special") {
-      printErr(`denit ${invocation.mode}: skipping "${item.src}": it is a ${item.stat.kind}`);
-    }
-  }
-  if (invocation.dryRun) {
-    for (const item of items) printOut(describeItem(item));
-    return ExitCode.OK;
-  }
-  for (const root of roots) {
-    try {
-      await Deno.mkdir(dirname(root.dest), { recursive: true });
-    } catch (err: unknown) {
-      throw new CopyError(`Cannot create directory "${dirname(root.dest)}": ${describeError(err)}`);
-    }
-  }
-  const run = new CopyRun(invocation);
+  // A tree as deep as the filesystem allows holds two descriptors per level while walked.
+  raiseFileLimit();
+  const run = new CopyRun(
+    invocation,
+    (line) => printErr(`denit ${invocation.mode}: warning: ${line}`),
+  );
   const listeners = STOP_SIGNALS.map((name) => {
-    const signo = parseSignal(name);
-    const listener = () => run.interrupt(signo);
+    const listener = () => run.interrupt(parseSignal(name));
     Deno.addSignalListener(name, listener);
     return [name, listener] as const;
   });
   try {
-    await run.run(items, (item) => {
-      if (invocation.verbose) printErr(describeItem(item));
-    });
+    for (const target of targets) await copyInto(invocation, target, run);
   } finally {
     for (const [name, listener] of listeners) Deno.removeSignalListener(name, listener);
   }
-  printErr(formatSummary(invocation.mode, run.summary, (performance.now() - started) / 1000));
+  if (!invocation.dryRun) {
+    printErr(formatSummary(invocation.mode, run.summary, (performance.now() - started) / 1000));
+  }
   return ExitCode.OK;
 }
 
@@ -130,13 +231,18 @@ export async function copyMain(args: readonly string[]): Promise<number> {
   }
   try {
     if (invocation.mode === "copy") {
-      return await execute(invocation, rootsFor(invocation.sources, invocation.dest));
+      return await execute(invocation, [{
+        dest: invocation.dest,
+        roots: rootsFor(invocation.sources),
+      }]);
     }
-    const init = initRoots(invocation.dest);
-    const code = await execute(invocation, [
-      ...init.roots,
-      ...rootsFor(invocation.sources, invocation.dest),
-    ]);
+    const init = initTargets(invocation.dest);
+    const withs = rootsFor(invocation.sources);
+    const [first, ...rest] = init.targets;
+    const targets = first === undefined
+      ? []
+      : [{ ...first, roots: [...first.roots, ...withs] }, ...rest];
+    const code = await execute(invocation, targets);
     if (!invocation.dryRun) printOut(`entrypoint: ${JSON.stringify(init.entrypoint)}`);
     return code;
   } catch (err: unknown) {

@@ -1,270 +1,757 @@
 /**
- * Copy mode, second half: carry out a plan, in three phases.
- * 1. Directories and links, in plan order. A directory that does not exist yet is built whole
- *    under a temporary name beside it (a "stage") and renamed into place at the end, so a
- *    reader sees it complete or not at all, and its files need no rename of their own.
- * 2. Files (copy_file.ts): into a stage directly; into an existing directory through a
- *    temporary name (O_EXCL, never through a symlink) renamed into place. A large tree is
- *    shared with a worker thread (copy_worker.ts), which is what the second core is for.
- * 3. Directory modes and times (deepest first: adding entries changed them), stage renames,
- *    and with --sync an fsync of every directory written.
- * A failure or SIGTERM/SIGINT/SIGHUP removes what is in flight: temporary files and stages.
+ * Copy mode, second pass: walk again and write. Every write is relative to a directory
+ * descriptor (no path is resolved twice), so a directory swapped for a symlink meanwhile cannot
+ * redirect a write out of DEST.
+ *
+ * - A directory that does not exist yet is made under a temporary name beside its final one,
+ *   filled, given its mode and times, and renamed into place: a reader sees it complete or not
+ *   at all, and what is inside it needs no temporary names. In an existing directory each file
+ *   and link is written under a temporary name and renamed over its destination.
+ * - Directories are finished deepest first (mode, owner, attributes, times), when everything in
+ *   them is written, counted by references: one for the walk of the directory, one for each
+ *   subdirectory being walked and each file a worker thread is copying into it.
+ * - Files of large trees are copied by two worker threads in batches; the main thread walks,
+ *   makes directories and links, and finishes directories. Hard links (files whose link count
+ *   is above 1) are copied on the main thread: the first as a file, the others as links to it.
+ * - A failure or a stop signal removes what is in flight: temporary files and directories not
+ *   yet renamed into place. A later run removes what a killed run left (`.denit-` and 12 hex).
  */
 
-import { CopyError, describeError, type Item } from "./plan.ts";
-import { CopyInterrupted, type CopyOptions, fail, FileCopier, type FileJob } from "./file.ts";
-import type { FromWorker } from "./worker.ts";
 import {
   closeFd,
+  Errno,
+  type FileKind,
+  linkOpenFile,
+  listDirectory,
+  makeDirectory,
+  makeSymlink,
   openDirectory,
-  renamePath,
-  setPathMode,
-  setPathOwner,
-  setPathTimes,
+  type PathStat,
+  readLinkXattrs,
+  readSymlink,
+  readXattrs,
+  removeEntry,
+  renameEntry,
+  setEntryOwner,
+  setEntryTimes,
+  setFdMode,
+  setFdOwner,
+  setFdTimes,
+  statFd,
   syncFd,
+  writeLinkXattr,
+  writeXattr,
 } from "../sys/files.ts";
-import { basename, dirname, join } from "./paths.ts";
+import {
+  checkDestination,
+  CopyError,
+  dirFate,
+  fail,
+  fileFate,
+  kindOf,
+  linkFate,
+  openDir,
+  type OpenedRoot,
+  type PlanOptions,
+  type Root,
+  sortedEntries,
+  statIfThere,
+} from "./check.ts";
+import {
+  copyFile,
+  CopyInterrupted,
+  type CopyOptions,
+  type FileJob,
+  StopFlag,
+  type XattrMiss,
+} from "./file.ts";
+import { bytesOf, display, isTempName, printable, tempName } from "./names.ts";
+import type { FromWorker, JobOutcome, ToWorker } from "./worker.ts";
 import { COPY_WORKER_NAME } from "./worker_name.ts";
 
-export { CopyInterrupted, type CopyOptions };
+export { CopyInterrupted };
 
 /** What a copy did. */
 export interface CopySummary {
   files: number;
   dirs: number;
   links: number;
+  hardlinks: number;
   bytes: number;
   unchanged: number;
   skipped: number;
+  /** Extended attributes that could not be copied (each also warned about once). */
+  xattrMisses: number;
 }
 
-/** Below this many files, a worker thread costs more to start than it saves. */
-const PARALLEL_MIN_FILES = 2000;
+/** Everything a run is told. */
+export type RunOptions = CopyOptions & PlanOptions;
 
-type DirItem = Extract<Item, { kind: "dir" }>;
+/** Files in a batch for a worker thread. */
+const BATCH = 128;
+/** Batches a worker holds at once (one running, one waiting). */
+const DEPTH = 2;
+/** Hard-linked files kept open to link later names to; beyond it, later names are copies. */
+const MAX_KEPT = 512;
 
-/** A new directory being built under a temporary name (`path`) until complete. */
-interface Stage {
-  readonly dest: string;
-  readonly path: string;
-  readonly dirs: DirItem[];
+interface DirNode {
+  readonly srcFd: number;
+  readonly destFd: number;
+  readonly stat: PathStat;
+  readonly parent: DirNode | null;
+  /** The directory holding this one in DEST (its rename happens there). */
+  readonly parentFd: number;
+  readonly destName: Uint8Array;
+  /** Made under this name, renamed to destName when finished; null: made under its name. */
+  readonly temp: Uint8Array | null;
+  /** Made by this run: nothing inside it exists yet, so nothing needs comparing. */
+  readonly fresh: boolean;
+  /** Its mode, times or owner differ from the source's. */
+  readonly update: boolean;
+  /** Whether finishing closes the descriptors (not those of a root, owned by the caller). */
+  readonly closeSrc: boolean;
+  readonly closeDest: boolean;
+  readonly srcPath: string;
+  readonly destPath: string;
+  refs: number;
+  touched: boolean;
 }
 
-function staged(stage: Stage, dest: string): string {
-  return stage.path + dest.slice(stage.dest.length);
+interface Frame {
+  readonly node: DirNode;
+  readonly entries: ReturnType<typeof sortedEntries>;
+  index: number;
 }
 
-function tempNameFor(dest: string): string {
-  const random = crypto.getRandomValues(new Uint8Array(6));
-  const suffix = [...random].map((b) => b.toString(16).padStart(2, "0")).join("");
-  return join(dirname(dest), `.${basename(dest)}.denit-${suffix}`);
+/** Where an entry is copied from and to. */
+interface Place {
+  readonly srcDir: number;
+  readonly name: Uint8Array;
+  readonly srcBase: string;
+  readonly destDir: number;
+  readonly destName: Uint8Array;
+  readonly destBase: string;
+  /** Its directory was made by this run: nothing to compare, no temporary name needed. */
+  readonly fresh: boolean;
+  /** The directory being walked (null for a root that is a file or a link). */
+  readonly node: DirNode | null;
 }
 
-/** Runs a plan; one instance per run. */
+interface Batch {
+  readonly jobs: FileJob[];
+  readonly places: Place[];
+}
+
+/** Two worker threads that copy batches of files. */
+class WorkerPool {
+  readonly #workers: Array<{ worker: Worker; inFlight: number }> = [];
+  readonly #waiting = new Map<number, (outcomes: JobOutcome[]) => void>();
+  readonly #inFlight = new Set<Promise<void>>();
+  #next = 0;
+
+  constructor(count: number, options: CopyOptions, stop: StopFlag) {
+    for (let i = 0; i < count; i++) {
+      // The entry module (bundle, compiled binary or mod.ts) is also the worker's module.
+      const worker = new Worker(Deno.mainModule, { type: "module", name: COPY_WORKER_NAME });
+      worker.onmessage = (event: MessageEvent<FromWorker>) => {
+        this.#waiting.get(event.data.id)?.(event.data.outcomes);
+        this.#waiting.delete(event.data.id);
+      };
+      worker.onerror = (event: ErrorEvent) => {
+        event.preventDefault();
+        const failed = (outcomes: number) =>
+          Array.from({ length: outcomes }, (): JobOutcome => ({
+            ok: false,
+            message: `Copy worker failed: ${event.message}`,
+            signo: null,
+          }));
+        for (const [id, resolve] of this.#waiting) resolve(failed(BATCH)), this.#waiting.delete(id);
+      };
+      worker.postMessage({ type: "start", options, stop: stop.buffer } satisfies ToWorker);
+      this.#workers.push({ worker, inFlight: 0 });
+    }
+  }
+
+  /** Sends a batch to a worker with room; waits for room first. `done` gets the outcomes. */
+  async submit(jobs: FileJob[], done: (outcomes: JobOutcome[]) => void): Promise<void> {
+    for (;;) {
+      const free = this.#workers.find((w) => w.inFlight < DEPTH);
+      if (free !== undefined) {
+        const id = this.#next++;
+        free.inFlight++;
+        const answered = new Promise<void>((resolve) => {
+          this.#waiting.set(id, (outcomes) => {
+            free.inFlight--;
+            done(outcomes);
+            resolve();
+          });
+        });
+        const tracked: Promise<void> = answered.then(() => void this.#inFlight.delete(tracked));
+        this.#inFlight.add(tracked);
+        free.worker.postMessage({ type: "batch", id, jobs } satisfies ToWorker);
+        return;
+      }
+      await Promise.race(this.#inFlight);
+    }
+  }
+
+  /** Waits until every batch sent has been answered. */
+  async drain(): Promise<void> {
+    while (this.#inFlight.size > 0) await Promise.race(this.#inFlight);
+  }
+
+  close(): void {
+    for (const { worker } of this.#workers) worker.terminate();
+  }
+}
+
+/** Removes a directory tree below dirFd, by descriptors (no path is followed). */
+export function removeTree(dirFd: number, name: Uint8Array): void {
+  const opened = openDirectory(dirFd, name);
+  if (!opened.ok) {
+    removeEntry(dirFd, name, false); // not a directory (or gone): a file or a link
+    return;
+  }
+  try {
+    const listed = listDirectory(opened.value);
+    for (const entry of listed.ok ? listed.value : []) {
+      if (entry.kind === "dir") removeTree(opened.value, entry.name);
+      else if (!removeEntry(opened.value, entry.name, false).ok) {
+        removeTree(opened.value, entry.name);
+      }
+    }
+  } finally {
+    closeFd(opened.value);
+  }
+  removeEntry(dirFd, name, true);
+}
+
+/** Removes what a killed earlier run left in a directory (`.denit-` and 12 hex digits). */
+function removeStaleTemps(dirFd: number): void {
+  const listed = listDirectory(dirFd);
+  if (!listed.ok) return;
+  for (const entry of listed.value) {
+    if (!isTempName(entry.name)) continue;
+    if (entry.kind === "dir") removeTree(dirFd, entry.name);
+    else removeEntry(dirFd, entry.name, false);
+  }
+}
+
+/** Runs the second pass; one instance per run. */
 export class CopyRun {
-  readonly #options: CopyOptions;
-  readonly #copier: FileCopier;
-  readonly #stages: Stage[] = [];
-  readonly #touchedDirs = new Set<string>();
+  readonly #options: RunOptions;
+  readonly #warn: (line: string) => void;
+  readonly #stop = new StopFlag();
+  readonly #live = new Set<DirNode>();
+  /** Hard-linked sources already copied: "dev:ino" → the open copy. */
+  readonly #linked = new Map<string, number>();
+  readonly #warned = new Set<string>();
+  #pool: WorkerPool | null = null;
+  #batch: Batch = { jobs: [], places: [] };
+  readonly #deferred: Place[] = [];
+  #failure: unknown = null;
   readonly summary: CopySummary = {
     files: 0,
     dirs: 0,
     links: 0,
+    hardlinks: 0,
     bytes: 0,
     unchanged: 0,
     skipped: 0,
+    xattrMisses: 0,
   };
-  #worker: Worker | null = null;
 
-  constructor(options: CopyOptions) {
+  constructor(options: RunOptions, warn: (line: string) => void) {
     this.#options = options;
-    this.#copier = new FileCopier(options);
+    this.#warn = warn;
   }
 
-  /** Records a stop signal: both threads stop at their next check and clean up. */
+  /** Records a stop signal: every thread stops at its next check and cleans up. */
   interrupt(signo: number): void {
-    this.#copier.interrupt(signo);
-    this.#worker?.postMessage({ type: "stop", signo });
+    this.#stop.stop(signo);
   }
 
-  /** Carries out the plan; throws CopyError or CopyInterrupted, leaving nothing half-made. */
-  async run(items: readonly Item[], onItem: (item: Item) => void): Promise<void> {
-    // The roots' parent directories exist (copy_main.ts made them); a new DEST is a stage.
-    try {
-      const { jobs, existingDirs } = await this.#prepare(items, onItem);
-      await this.#copyFiles(jobs);
-      for (const stage of this.#stages) this.#finishStage(stage);
-      this.#stages.length = 0;
-      for (const item of existingDirs.reverse()) this.#finishDir(item.dest, item);
-      if (this.#options.sync) this.#syncDirs();
-    } finally {
-      // Only what a failure or a signal left: stages not yet renamed into place.
-      for (const stage of this.#stages) this.#copier.removeTemp(stage.path);
+  /**
+   * Copies every root into the open DEST directory. `parallel`: use worker threads (a large
+   * tree). Throws CopyError or CopyInterrupted, leaving nothing half-made.
+   */
+  async run(
+    roots: ReadonlyArray<{ root: Root; opened: OpenedRoot }>,
+    destRootFd: number,
+    destRootPath: string,
+    parallel: boolean,
+  ): Promise<void> {
+    if (parallel && navigator.hardwareConcurrency > 1) {
+      this.#pool = new WorkerPool(2, this.#options, this.#stop);
     }
-  }
-
-  async #prepare(items: readonly Item[], onItem: (item: Item) => void) {
-    const jobs: FileJob[] = [];
-    const existingDirs: DirItem[] = [];
-    let stage: Stage | null = null;
-    for (const item of items) {
-      this.#copier.checkInterrupted();
-      if (stage !== null && item.kind !== "special" && !item.dest.startsWith(`${stage.dest}/`)) {
-        stage = null;
-      }
-      onItem(item);
-      if (item.kind === "special") {
-        this.summary.skipped++;
-      } else if (item.fate === "unchanged") {
-        if (item.kind !== "dir") this.summary.unchanged++;
-      } else if (item.kind === "dir") {
-        this.summary.dirs++;
-        if (item.fate !== "new") {
-          existingDirs.push(item);
-        } else if (stage === null) {
-          stage = { dest: item.dest, path: tempNameFor(item.dest), dirs: [item] };
-          this.#stages.push(stage);
-          this.#mkdir(stage.path, 0o700, false);
-        } else {
-          stage.dirs.push(item);
-          // 0700 until phase 3 gives it the source's mode, after its contents are in.
-          this.#mkdir(staged(stage, item.dest), 0o700, false);
-        }
-      } else if (item.kind === "file") {
-        const target = stage === null ? tempNameFor(item.dest) : staged(stage, item.dest);
-        jobs.push({
-          src: item.src,
-          dest: item.dest,
-          target,
-          renameToDest: stage === null,
-          stat: item.stat,
-        });
-        if (stage === null) this.#touchedDirs.add(dirname(item.dest));
-      } else {
-        this.#copyLink(item, stage);
-      }
-      await this.#copier.maybeYield();
-    }
-    return { jobs, existingDirs };
-  }
-
-  async #copyFiles(jobs: FileJob[]): Promise<void> {
-    const parallel = jobs.length >= PARALLEL_MIN_FILES && navigator.hardwareConcurrency > 1;
-    const half = parallel ? Math.floor(jobs.length / 2) : jobs.length;
-    const answer = parallel ? this.#startWorker(jobs.slice(half)) : null;
-    let failure: unknown = null;
     try {
-      for (const job of jobs.slice(0, half)) {
-        this.#copier.checkInterrupted();
-        await this.#copier.copy(job);
-        await this.#copier.maybeYield();
+      removeStaleTemps(destRootFd);
+      for (const { root, opened } of roots) {
+        await this.#copyRoot(root, opened, destRootFd, destRootPath);
       }
+      // Hard-linked files handed back by workers come after their batches: until none is left.
+      do {
+        await this.#flush();
+        await this.#pool?.drain();
+        await this.#copyDeferred();
+      } while (this.#batch.jobs.length > 0);
+      if (this.#failure !== null) throw this.#failure;
     } catch (err: unknown) {
-      failure = err;
-      // Stop the worker too (signal 0: no signal, a failure here), and wait for its cleanup.
-      this.#worker?.postMessage({ type: "stop", signo: 0 });
+      this.#stop.stop(-1);
+      await this.#pool?.drain();
+      this.#abandon();
+      throw this.#failure ?? err;
+    } finally {
+      this.#pool?.close();
+      for (const fd of this.#linked.values()) closeFd(fd);
     }
-    this.summary.files += this.#copier.files;
-    this.summary.bytes += this.#copier.bytes;
-    if (answer === null) {
-      if (failure !== null) throw failure;
+  }
+
+  async #copyRoot(root: Root, opened: OpenedRoot, destRootFd: number, destRootPath: string) {
+    const destName = bytesOf(root.destName);
+    const destPath = root.contents ? destRootPath : `${destRootPath}/${root.destName}`;
+    if (opened.kind === "entry") {
+      await this.#copyRootEntry(opened, root.src, destRootFd, destName, destPath);
       return;
     }
-    const reply = await answer;
-    this.#worker?.terminate();
-    this.#worker = null;
-    if (failure !== null) throw failure;
-    if (reply.type === "failed") throw new CopyError(reply.message);
-    if (reply.type === "stopped") throw new CopyInterrupted(reply.signo);
-    this.summary.files += reply.files;
-    this.summary.bytes += reply.bytes;
+    let node: DirNode;
+    if (root.contents) {
+      const destStat = statFd(destRootFd);
+      const dest = destStat.ok ? destStat.value : null;
+      node = this.#node({
+        srcFd: opened.fd,
+        destFd: destRootFd,
+        stat: opened.stat,
+        parent: null,
+        parentFd: -1,
+        destName,
+        temp: null,
+        fresh: false,
+        update: dest === null || dirFate(opened.stat, dest, this.#options) !== "unchanged",
+        closeSrc: false,
+        closeDest: false,
+        srcPath: root.src.replace(/\/\.$/, "") || "/",
+        destPath,
+      });
+    } else {
+      node = this.#subdirectory(
+        null,
+        destRootFd,
+        opened.fd,
+        false,
+        destName,
+        opened.stat,
+        root.src,
+        destPath,
+        false,
+      );
+    }
+    await this.#walk(node);
   }
 
-  #startWorker(jobs: FileJob[]): Promise<FromWorker> {
-    // The entry module (bundle, compiled binary or mod.ts) serves as the worker's module.
-    const worker = new Worker(Deno.mainModule, { type: "module", name: COPY_WORKER_NAME });
-    this.#worker = worker;
-    const answer = new Promise<FromWorker>((resolve) => {
-      worker.onmessage = (event: MessageEvent<FromWorker>) => resolve(event.data);
-      worker.onerror = (event: ErrorEvent) => {
-        event.preventDefault();
-        resolve({ type: "failed", message: `Copy worker failed: ${event.message}` });
-      };
+  #node(fields: Omit<DirNode, "refs" | "touched">): DirNode {
+    const node: DirNode = { ...fields, refs: 1, touched: false };
+    this.#live.add(node);
+    return node;
+  }
+
+  /** A directory to walk: made (under a temporary name unless its parent is new) or opened. */
+  #subdirectory(
+    parent: DirNode | null,
+    parentFd: number,
+    srcFd: number,
+    parentFresh: boolean,
+    name: Uint8Array,
+    stat: PathStat,
+    srcPath: string,
+    destPath: string,
+    ownsSrc: boolean,
+  ): DirNode {
+    const dest = parentFresh ? null : statIfThere(parentFd, name, destPath);
+    checkDestination("dir", dest, destPath);
+    if (dest !== null) {
+      const destFd = openDir(parentFd, name, destPath);
+      removeStaleTemps(destFd);
+      return this.#node({
+        srcFd,
+        destFd,
+        stat,
+        parent,
+        parentFd,
+        destName: name,
+        temp: null,
+        fresh: false,
+        update: dirFate(stat, dest, this.#options) !== "unchanged",
+        closeSrc: ownsSrc,
+        closeDest: true,
+        srcPath,
+        destPath,
+      });
+    }
+    const temp = parentFresh ? null : tempName();
+    // 0700 until it is finished: nobody else gets in while it is being filled.
+    const made = makeDirectory(parentFd, temp ?? name, 0o700);
+    if (!made.ok) fail("create directory", destPath, made.errno);
+    const opened = openDirectory(parentFd, temp ?? name);
+    if (!opened.ok) {
+      removeEntry(parentFd, temp ?? name, true);
+      fail("create directory", destPath, opened.errno);
+    }
+    if (parent !== null) parent.touched = true;
+    return this.#node({
+      srcFd,
+      destFd: opened.value,
+      stat,
+      parent,
+      parentFd,
+      destName: name,
+      temp,
+      fresh: true,
+      update: true,
+      closeSrc: ownsSrc,
+      closeDest: true,
+      srcPath,
+      destPath,
     });
-    worker.postMessage({ type: "run", jobs, options: this.#options });
-    return answer;
   }
 
-  #mkdir(path: string, mode: number, recursive: boolean): void {
-    try {
-      Deno.mkdirSync(path, { recursive, mode });
-    } catch (err: unknown) {
-      throw new CopyError(`Cannot create directory "${path}": ${describeError(err)}`);
+  async #walk(root: DirNode): Promise<void> {
+    const stack: Frame[] = [{
+      node: root,
+      entries: sortedEntries(root.srcFd, root.srcPath),
+      index: 0,
+    }];
+    while (stack.length > 0) {
+      this.#stop.check();
+      if (this.#failure !== null) throw this.#failure;
+      await this.#copyDeferred();
+      const frame = stack.at(-1);
+      if (frame === undefined) break;
+      const entry = frame.entries[frame.index++];
+      const node = frame.node;
+      if (entry === undefined) {
+        stack.pop();
+        await this.#release(node);
+        continue;
+      }
+      const kind = kindOf(entry, node.srcFd, display(node.srcPath, entry.name));
+      if (kind === null) continue; // gone between listing and looking
+      if (kind !== "dir") {
+        await this.#copyEntry(node, entry.name, kind);
+        continue;
+      }
+      const srcPath = display(node.srcPath, entry.name);
+      const stat = statIfThere(node.srcFd, entry.name, srcPath);
+      if (stat === null) continue;
+      const srcFd = openDir(node.srcFd, entry.name, srcPath);
+      let child: DirNode;
+      try {
+        const destPath = display(node.destPath, entry.name);
+        child = this.#subdirectory(
+          node,
+          node.destFd,
+          srcFd,
+          node.fresh,
+          entry.name,
+          stat,
+          srcPath,
+          destPath,
+          true,
+        );
+      } catch (err: unknown) {
+        closeFd(srcFd);
+        throw err;
+      }
+      node.refs++;
+      stack.push({ node: child, entries: sortedEntries(srcFd, srcPath), index: 0 });
     }
-    this.#touchedDirs.add(dirname(path));
   }
 
-  #finishStage(stage: Stage): void {
-    for (const dir of [...stage.dirs].reverse()) this.#finishDir(staged(stage, dir.dest), dir);
-    if (this.#options.sync) {
-      for (const dir of stage.dirs) this.#touchedDirs.add(staged(stage, dir.dest));
-      this.#syncDirs();
-      this.#touchedDirs.clear();
-    }
-    const renamed = renamePath(stage.path, stage.dest);
-    if (!renamed.ok) fail("create", stage.dest, renamed.errno);
-    this.#touchedDirs.add(dirname(stage.dest));
+  /** A root that is a file or a link, into DEST. */
+  async #copyRootEntry(
+    opened: Extract<OpenedRoot, { kind: "entry" }>,
+    src: string,
+    destFd: number,
+    destName: Uint8Array,
+    destPath: string,
+  ): Promise<void> {
+    const slash = src.lastIndexOf("/");
+    const srcBase = slash < 0 ? "." : src.slice(0, slash) || "/";
+    const destBase = destPath.slice(0, destPath.lastIndexOf("/")) || "/";
+    const where: Place = {
+      srcDir: opened.parentFd,
+      name: opened.name,
+      srcBase,
+      destDir: destFd,
+      destName,
+      destBase,
+      fresh: false,
+      node: null,
+    };
+    await this.#copyOne(where, opened.stat.kind, opened.stat);
   }
 
-  #finishDir(path: string, item: DirItem): void {
-    const { owner } = this.#options;
-    if (owner !== null) {
-      const result = setPathOwner(path, owner.uid, owner.gid);
-      if (!result.ok) fail("change the owner of", item.dest, result.errno);
-    }
-    const mode = setPathMode(path, item.stat.mode);
-    if (!mode.ok) fail("set the mode of", item.dest, mode.errno);
-    const times = setPathTimes(path, item.stat.atime, item.stat.mtime);
-    if (!times.ok) fail("set the times of", item.dest, times.errno);
+  /** An entry of a directory being walked: a file, a link or a special file. */
+  #copyEntry(node: DirNode, name: Uint8Array, kind: FileKind): Promise<void> {
+    const where: Place = {
+      srcDir: node.srcFd,
+      name,
+      srcBase: node.srcPath,
+      destDir: node.destFd,
+      destName: name,
+      destBase: node.destPath,
+      fresh: node.fresh,
+      node,
+    };
+    return this.#copyOne(where, kind, null);
   }
 
-  #copyLink(item: Extract<Item, { kind: "link" }>, stage: Stage | null): void {
-    const temp = stage === null ? tempNameFor(item.dest) : staged(stage, item.dest);
-    try {
-      Deno.symlinkSync(item.target, temp);
-    } catch (err: unknown) {
-      throw new CopyError(`Cannot create the link "${item.dest}": ${describeError(err)}`);
+  async #copyOne(where: Place, kind: FileKind, known: PathStat | null): Promise<void> {
+    const srcPath = () => display(where.srcBase, where.name);
+    const destPath = display(where.destBase, where.destName);
+    if (kind === "link") {
+      const stat = known ?? statIfThere(where.srcDir, where.name, srcPath());
+      if (stat !== null) this.#copyLink(where, stat, srcPath(), destPath);
+      return;
     }
-    const temps = this.#copier.temps;
-    temps.add(temp);
+    if (kind !== "file") {
+      this.summary.skipped++;
+      return;
+    }
+    // In a directory this run made, nothing is there to compare with: no statx at all (the
+    // copy reads size, mode and times from the open file).
+    let stat = known;
+    if (!where.fresh) {
+      stat ??= statIfThere(where.srcDir, where.name, srcPath());
+      if (stat === null) return;
+      const dest = statIfThere(where.destDir, where.destName, destPath);
+      checkDestination("file", dest, destPath);
+      if (fileFate(stat, dest, this.#options) === "unchanged") {
+        this.summary.unchanged++;
+        return;
+      }
+    }
+    if (where.node !== null) where.node.touched = true;
+    if (stat !== null && stat.nlink > 1) return this.#copyLinked(where);
+    const job = this.#job(where, false, true);
+    if (this.#pool === null || where.node === null) {
+      const result = await copyFile(job, this.#options, this.#stop, true);
+      if (result.deferred) await this.#copyLinked(where);
+      else this.#count(result.bytes, result.misses);
+      return;
+    }
+    where.node.refs++;
+    this.#batch.jobs.push(job);
+    this.#batch.places.push(where);
+    if (this.#batch.jobs.length >= BATCH) await this.#flush();
+  }
+
+  #job(where: Place, keep: boolean, deferLinked: boolean): FileJob {
+    return {
+      srcDir: where.srcDir,
+      name: where.name,
+      destDir: where.destDir,
+      destName: where.destName,
+      temp: where.fresh ? null : tempName(),
+      srcBase: where.srcBase,
+      destBase: where.destBase,
+      keep,
+      deferLinked,
+    };
+  }
+
+  /** A file with several links, on the main thread: linked to its first copy, or copied. */
+  async #copyLinked(where: Place): Promise<void> {
+    const stat = statIfThere(where.srcDir, where.name, display(where.srcBase, where.name));
+    if (stat === null) return;
+    const key = `${stat.dev}:${stat.ino}`;
+    const first = this.#linked.get(key);
+    if (first !== undefined) {
+      const temp = where.fresh ? null : tempName();
+      this.#hardlink(
+        first,
+        where.destDir,
+        where.destName,
+        temp,
+        display(where.destBase, where.destName),
+      );
+      return;
+    }
+    const job = this.#job(where, this.#linked.size < MAX_KEPT, false);
+    const result = await copyFile(job, this.#options, this.#stop, true);
+    if (result.keptFd !== null) this.#linked.set(key, result.keptFd);
+    this.#count(result.bytes, result.misses);
+  }
+
+  /** Hard-linked files that a worker handed back. */
+  async #copyDeferred(): Promise<void> {
+    for (let next = this.#deferred.shift(); next !== undefined; next = this.#deferred.shift()) {
+      await this.#copyLinked(next);
+      if (next.node !== null) await this.#release(next.node);
+    }
+  }
+
+  async #flush(): Promise<void> {
+    const batch = this.#batch;
+    if (batch.jobs.length === 0 || this.#pool === null) return;
+    this.#batch = { jobs: [], places: [] };
+    await this.#pool.submit(batch.jobs, (outcomes) => {
+      outcomes.forEach((outcome, i) => {
+        const where = batch.places[i];
+        if (outcome.ok && outcome.deferred && where !== undefined) {
+          this.#deferred.push(where); // its directory stays referenced until it is copied
+          return;
+        }
+        if (outcome.ok) this.#count(outcome.bytes, outcome.misses);
+        else if (this.#failure === null) {
+          this.#failure = outcome.signo !== null
+            ? new CopyInterrupted(outcome.signo)
+            : new CopyError(outcome.message);
+          this.#stop.stop(-1);
+        }
+        // Finishing may rename a directory: done here, between turns of the walk.
+        if (where?.node) {
+          void this.#release(where.node).catch((err: unknown) => this.#failure ??= err);
+        }
+      });
+    });
+  }
+
+  #count(bytes: number, misses: readonly XattrMiss[]): void {
+    this.summary.files++;
+    this.summary.bytes += bytes;
+    for (const miss of misses) this.#missed(miss);
+  }
+
+  #missed(miss: XattrMiss): void {
+    this.summary.xattrMisses++;
+    const key = `${miss.attr}:${miss.errno}`;
+    if (this.#warned.has(key)) return;
+    this.#warned.add(key);
+    this.#warn(
+      `cannot copy the extended attribute "${miss.attr}" of "${miss.path}": ${
+        miss.errno === Errno.EPERM ? "Operation not permitted" : `errno ${miss.errno}`
+      } (further failures of this attribute are only counted)`,
+    );
+  }
+
+  #hardlink(
+    fd: number,
+    destDir: number,
+    destName: Uint8Array,
+    temp: Uint8Array | null,
+    destPath: string,
+  ) {
+    const linked = linkOpenFile(fd, destDir, temp ?? destName);
+    if (!linked.ok) fail("link", destPath, linked.errno);
+    if (temp !== null) {
+      const renamed = renameEntry(destDir, temp, destDir, destName);
+      if (!renamed.ok) {
+        removeEntry(destDir, temp, false);
+        fail("replace", destPath, renamed.errno);
+      }
+    }
+    this.summary.hardlinks++;
+  }
+
+  #copyLink(where: Place, stat: PathStat, srcPath: string, destPath: string): void {
+    const { srcDir, name, destDir, destName, fresh, node } = where;
+    const target = readSymlink(srcDir, name);
+    if (!target.ok) fail("read", srcPath, target.errno);
+    const dest = fresh ? null : statIfThere(destDir, destName, destPath);
+    checkDestination("link", dest, destPath);
+    const existing = () => {
+      const read = readSymlink(destDir, destName);
+      return read.ok ? read.value : null;
+    };
+    if (linkFate(target.value, dest, existing, this.#options) === "unchanged") {
+      this.summary.unchanged++;
+      return;
+    }
+    if (node !== null) node.touched = true;
+    const temp = fresh ? null : tempName();
+    const made = makeSymlink(target.value, destDir, temp ?? destName);
+    if (!made.ok) fail("create the link", destPath, made.errno);
+    let done = false;
     try {
       const { owner } = this.#options;
       if (owner !== null) {
-        const result = setPathOwner(temp, owner.uid, owner.gid);
-        if (!result.ok) fail("change the owner of", item.dest, result.errno);
+        const owned = setEntryOwner(destDir, temp ?? destName, owner.uid, owner.gid);
+        if (!owned.ok) fail("change the owner of", destPath, owned.errno);
       }
-      const times = setPathTimes(temp, item.stat.atime, item.stat.mtime);
-      if (!times.ok) fail("set the times of", item.dest, times.errno);
-      if (stage === null) {
-        const renamed = renamePath(temp, item.dest);
-        if (!renamed.ok) fail("replace", item.dest, renamed.errno);
-        this.#touchedDirs.add(dirname(item.dest));
+      const attrs = readLinkXattrs(srcDir, name);
+      for (const [attr, value] of attrs.ok ? attrs.value : []) {
+        const written = writeLinkXattr(destDir, temp ?? destName, attr, value);
+        if (!written.ok) {
+          this.#missed({ attr: printable(attr), path: destPath, errno: written.errno });
+        }
       }
-      temps.delete(temp);
+      const times = setEntryTimes(destDir, temp ?? destName, stat.atime, stat.mtime);
+      if (!times.ok) fail("set the times of", destPath, times.errno);
+      if (temp !== null) {
+        const renamed = renameEntry(destDir, temp, destDir, destName);
+        if (!renamed.ok) fail("replace", destPath, renamed.errno);
+      }
+      done = true;
       this.summary.links++;
     } finally {
-      if (temps.delete(temp)) this.#copier.removeTemp(temp);
+      if (!done) removeEntry(destDir, temp ?? destName, false);
     }
   }
 
-  #syncDirs(): void {
-    for (const dir of this.#touchedDirs) {
-      const fd = openDirectory(dir);
-      if (!fd.ok) fail("open", dir, fd.errno);
-      const synced = syncFd(fd.value);
-      closeFd(fd.value);
-      // Some filesystems cannot fsync a directory (EINVAL); their renames are as durable as it gets.
-      if (!synced.ok && synced.errno !== 22) fail("flush", dir, synced.errno);
+  /** Drops one reference; at none, finishes the directory and releases its parent. */
+  async #release(node: DirNode): Promise<void> {
+    if (--node.refs > 0) return;
+    if (this.#failure !== null) return; // abandoned: #abandon() removes and closes
+    this.#finish(node);
+    if (node.parent !== null) await this.#release(node.parent);
+  }
+
+  #finish(node: DirNode): void {
+    const { owner, sync } = this.#options;
+    if (node.fresh || node.update || node.touched) {
+      if (owner !== null) {
+        const owned = setFdOwner(node.destFd, owner.uid, owner.gid);
+        if (!owned.ok) fail("change the owner of", node.destPath, owned.errno);
+      }
+      const mode = setFdMode(node.destFd, node.stat.mode);
+      if (!mode.ok) fail("set the mode of", node.destPath, mode.errno);
+      const attrs = readXattrs(node.srcFd);
+      for (const [attr, value] of attrs.ok ? attrs.value : []) {
+        const written = writeXattr(node.destFd, attr, value);
+        if (!written.ok) {
+          this.#missed({ attr: printable(attr), path: node.destPath, errno: written.errno });
+        }
+      }
+      if (sync) {
+        const synced = syncFd(node.destFd);
+        // Some filesystems cannot fsync a directory (EINVAL): their renames are as durable.
+        if (!synced.ok && synced.errno !== Errno.EINVAL) fail("flush", node.destPath, synced.errno);
+      }
+      const times = setFdTimes(node.destFd, node.stat.atime, node.stat.mtime);
+      if (!times.ok) fail("set the times of", node.destPath, times.errno);
+      if (node.fresh || node.update) this.summary.dirs++;
     }
+    if (node.temp !== null) {
+      const renamed = renameEntry(node.parentFd, node.temp, node.parentFd, node.destName);
+      if (!renamed.ok) fail("create", node.destPath, renamed.errno);
+      if (sync) syncFd(node.parentFd);
+    }
+    this.#live.delete(node);
+    this.#close(node);
+  }
+
+  #close(node: DirNode): void {
+    if (node.closeSrc) closeFd(node.srcFd);
+    if (node.closeDest) closeFd(node.destFd);
+  }
+
+  /** After a failure or a stop: removes directories not yet renamed into place, closes all. */
+  #abandon(): void {
+    for (const node of [...this.#live].reverse()) {
+      if (node.temp !== null) removeTree(node.parentFd, node.temp);
+    }
+    for (const node of this.#live) this.#close(node);
+    this.#live.clear();
   }
 }

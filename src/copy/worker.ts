@@ -1,56 +1,86 @@
 /**
- * The copy worker: a second thread that copies part of a large tree's files. It runs the
- * same FileCopier as the main thread and answers with what it did or the first failure.
+ * A copy worker: a second thread that copies batches of files for the main thread (which walks
+ * the tree, makes directories and finishes them). Descriptors are process-wide, so a job names
+ * its directories by descriptor; the main thread keeps them open until the job is answered.
  */
 
-import { CopyError } from "./plan.ts";
-import { CopyInterrupted, type CopyOptions, FileCopier, type FileJob } from "./file.ts";
+import { CopyError } from "./check.ts";
+import {
+  copyFile,
+  CopyInterrupted,
+  type CopyOptions,
+  type FileJob,
+  StopFlag,
+  type XattrMiss,
+} from "./file.ts";
 
 /** Main thread → worker. */
 export type ToWorker =
-  | { type: "run"; jobs: FileJob[]; options: CopyOptions }
-  | { type: "stop"; signo: number };
+  | { type: "start"; options: CopyOptions; stop: SharedArrayBuffer }
+  | { type: "batch"; id: number; jobs: FileJob[] };
+
+/** The outcome of one job. */
+export type JobOutcome =
+  | { ok: true; bytes: number; misses: readonly XattrMiss[]; deferred: boolean }
+  | { ok: false; message: string; signo: number | null };
 
 /** Worker → main thread. */
-export type FromWorker =
-  | { type: "done"; files: number; bytes: number }
-  | { type: "failed"; message: string }
-  | { type: "stopped"; signo: number };
+export type FromWorker = { type: "batch-done"; id: number; outcomes: JobOutcome[] };
 
 interface WorkerScope {
   onmessage: ((event: MessageEvent<ToWorker>) => void) | null;
   postMessage(message: FromWorker): void;
-  close(): void;
 }
 
-/** Serves one "run" request on this worker thread. */
+/** Serves batches on this worker thread until the main thread terminates it. */
 export function serveCopyJobs(): void {
   const scope = globalThis as unknown as WorkerScope;
-  let copier: FileCopier | null = null;
-  scope.onmessage = async (event) => {
+  let options: CopyOptions | null = null;
+  let stop = new StopFlag();
+  // Batches run one after another, in the order they came.
+  let queue = Promise.resolve();
+  scope.onmessage = (event) => {
     const message = event.data;
-    if (message.type === "stop") {
-      copier?.interrupt(message.signo);
+    if (message.type === "start") {
+      options = message.options;
+      stop = new StopFlag(message.stop);
       return;
     }
-    copier = new FileCopier(message.options);
-    const answer = await runJobs(copier, message.jobs);
-    scope.postMessage(answer);
-    scope.close();
+    const settings = options;
+    if (settings === null) return;
+    queue = queue.then(async () => {
+      scope.postMessage({
+        type: "batch-done",
+        id: message.id,
+        outcomes: await runBatch(message.jobs, settings, stop),
+      });
+    });
   };
 }
 
-async function runJobs(copier: FileCopier, jobs: FileJob[]): Promise<FromWorker> {
-  try {
-    for (const job of jobs) {
-      copier.checkInterrupted();
-      await copier.copy(job);
-      await copier.maybeYield();
+async function runBatch(
+  jobs: FileJob[],
+  options: CopyOptions,
+  stop: StopFlag,
+): Promise<JobOutcome[]> {
+  const outcomes: JobOutcome[] = [];
+  for (const job of jobs) {
+    try {
+      stop.check();
+      const result = await copyFile(job, options, stop, false);
+      outcomes.push({
+        ok: true,
+        bytes: result.bytes,
+        misses: result.misses,
+        deferred: result.deferred,
+      });
+    } catch (err: unknown) {
+      const signo = err instanceof CopyInterrupted ? err.signo : null;
+      const message = err instanceof CopyError || err instanceof CopyInterrupted
+        ? err.message
+        : String(err);
+      outcomes.push({ ok: false, message, signo });
     }
-    return { type: "done", files: copier.files, bytes: copier.bytes };
-  } catch (err: unknown) {
-    for (const temp of copier.temps) copier.removeTemp(temp);
-    if (err instanceof CopyInterrupted) return { type: "stopped", signo: err.signo };
-    return { type: "failed", message: err instanceof CopyError ? err.message : String(err) };
   }
+  return outcomes;
 }

@@ -1,9 +1,11 @@
 /**
- * File calls for copy mode: statx, open, copy_file_range and metadata by descriptor. Typed
- * wrappers over FILE_SYMBOLS; each reads errno right after its call.
+ * File calls for copy mode, all relative to directory descriptors and on raw name bytes: every
+ * open refuses to follow a symlink in the final component, and no call takes a path with more
+ * than one component, so a directory swapped for a symlink during a copy cannot redirect a
+ * write. Typed wrappers over FILE_SYMBOLS; each reads errno right after its call.
  */
 
-import { O, STATX } from "./layout.ts";
+import { DIRENT64, O, RLIMIT, STATX } from "./layout.ts";
 import { FILE_SYMBOLS, messageOf, openLibc, readErrno } from "./symbols.ts";
 
 const libc = openLibc(FILE_SYMBOLS);
@@ -12,20 +14,33 @@ function errno(): number {
   return readErrno(libc.__errno_location);
 }
 
+/** errno values copy mode reacts to (asm-generic/errno-base.h, errno.h). */
+export const Errno = Object.freeze({
+  ENOENT: 2,
+  EXDEV: 18,
+  ENOTDIR: 20,
+  EISDIR: 21,
+  EINVAL: 22,
+  EMFILE: 24,
+  ENOSPC: 28,
+  ENOSYS: 38,
+  ENODATA: 61,
+  ENOTSUP: 95,
+  ENXIO: 6,
+  EEXIST: 17,
+  ELOOP: 40,
+  ERANGE: 34,
+  EPERM: 1,
+  EACCES: 13,
+});
+
 /** The C library's message for an errno value, e.g. "No such file or directory". */
 export function errnoMessage(code: number): string {
   return messageOf(libc.strerror, code);
 }
 
-const encoder = new TextEncoder();
-
-/** A NUL-terminated copy of a string or of raw bytes. */
-export function cString(value: string | Uint8Array): Uint8Array<ArrayBuffer> {
-  const bytes = typeof value === "string" ? encoder.encode(value) : value;
-  const out = new Uint8Array(bytes.length + 1);
-  out.set(bytes);
-  return out;
-}
+/** A call's value, or the errno it failed with. */
+export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };
 
 /** Result of a call that only fails with errno. */
 export type CallResult = { ok: true } | { ok: false; errno: number };
@@ -34,17 +49,30 @@ function checked(rc: number): CallResult {
   return rc === 0 ? { ok: true } : { ok: false, errno: errno() };
 }
 
-/** A call's value, or the errno it failed with. */
-export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };
-
 function outcome(rc: number): Outcome<number> {
   return rc >= 0 ? { ok: true, value: rc } : { ok: false, errno: errno() };
 }
 
-const AT_FDCWD = -100; // fcntl.h
+/** A NUL-terminated copy of raw bytes (or of a string's UTF-8). */
+export function cName(value: Uint8Array | string): Uint8Array<ArrayBuffer> {
+  const bytes = typeof value === "string" ? new TextEncoder().encode(value) : value;
+  const out = new Uint8Array(bytes.length + 1);
+  out.set(bytes);
+  return out;
+}
+
+/** The working directory, for paths given on the command line. */
+export const AT_FDCWD = -100; // fcntl.h
 const AT_SYMLINK_NOFOLLOW = 0x100; // fcntl.h
+const AT_REMOVEDIR = 0x200; // fcntl.h
+const AT_SYMLINK_FOLLOW = 0x400; // fcntl.h
 const AT_EMPTY_PATH = 0x1000; // fcntl.h
 const STATX_BASIC_STATS = 0x7ff; // linux/stat.h
+const SEEK_SET = 0; // unistd.h
+const SEEK_DATA = 3; // unistd.h
+const SEEK_HOLE = 4; // unistd.h
+const RLIMIT_NOFILE = 7; // bits/resource.h
+const EMPTY = new Uint8Array(1);
 
 /** A point in time as the kernel keeps it. */
 export interface Timestamp {
@@ -52,19 +80,34 @@ export interface Timestamp {
   readonly nsec: number;
 }
 
-/** What lstat/statx says about a path (never following a final symlink). */
+/** The kinds of file statx and getdents report. */
+export type FileKind =
+  | "file"
+  | "dir"
+  | "link"
+  | "fifo"
+  | "socket"
+  | "char-device"
+  | "block-device";
+
+/** What statx says about an entry (never following a final symlink). */
 export interface PathStat {
-  readonly kind: "file" | "dir" | "link" | "fifo" | "socket" | "char-device" | "block-device";
+  readonly kind: FileKind;
   /** Permission bits, setuid/setgid/sticky included (mode & 07777). */
   readonly mode: number;
   readonly uid: number;
   readonly gid: number;
   readonly size: number;
+  readonly nlink: number;
+  /** 512-byte blocks allocated: fewer than size/512 means holes. */
+  readonly blocks: number;
+  readonly ino: bigint;
+  readonly dev: string;
   readonly atime: Timestamp;
   readonly mtime: Timestamp;
 }
 
-const KINDS: ReadonlyMap<number, PathStat["kind"]> = new Map([
+const KINDS: ReadonlyMap<number, FileKind> = new Map([
   [0o100000, "file"], // S_IFREG
   [0o040000, "dir"], // S_IFDIR
   [0o120000, "link"], // S_IFLNK
@@ -74,28 +117,15 @@ const KINDS: ReadonlyMap<number, PathStat["kind"]> = new Map([
   [0o060000, "block-device"], // S_IFBLK
 ]);
 
-// One statx buffer for every call: statPath is on the hot path of planning a copy.
+// One statx buffer per thread: statx is on the hot path of a copy.
 const statxBuffer = new Uint8Array(STATX.bytes);
 const statxView = new DataView(statxBuffer.buffer);
 
-const EMPTY_PATH = new Uint8Array(1);
-
-/** statx(2) without following a final symlink. */
-export function statPath(path: string): Outcome<PathStat> {
-  return statx(AT_FDCWD, cString(path), AT_SYMLINK_NOFOLLOW);
-}
-
-/** statx(2) of an open file (fstat). */
-export function statFd(fd: number): Outcome<PathStat> {
-  return statx(fd, EMPTY_PATH, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
-}
-
-function statx(dirfd: number, path: Uint8Array, flags: number): Outcome<PathStat> {
-  const buffer = statxBuffer;
-  const rc = libc.statx(dirfd, path, flags, STATX_BASIC_STATS, buffer);
+function statx(dirFd: number, name: Uint8Array, flags: number): Outcome<PathStat> {
+  const rc = libc.statx(dirFd, name, flags, STATX_BASIC_STATS, statxBuffer);
   if (rc !== 0) return { ok: false, errno: errno() };
   const view = statxView;
-  const mode = view.getUint16(28, true); // stx_mode
+  const mode = view.getUint16(STATX.mode, true);
   const time = (offset: number): Timestamp => ({
     sec: view.getBigInt64(offset, true), // tv_sec
     nsec: view.getUint32(offset + 8, true), // tv_nsec
@@ -105,29 +135,54 @@ function statx(dirfd: number, path: Uint8Array, flags: number): Outcome<PathStat
     value: {
       kind: KINDS.get(mode & 0o170000) ?? "file",
       mode: mode & 0o7777,
-      uid: view.getUint32(20, true), // stx_uid
-      gid: view.getUint32(24, true), // stx_gid
-      size: Number(view.getBigUint64(40, true)), // stx_size
-      atime: time(64), // stx_atime
-      mtime: time(112), // stx_mtime
+      uid: view.getUint32(STATX.uid, true),
+      gid: view.getUint32(STATX.gid, true),
+      size: Number(view.getBigUint64(STATX.size, true)),
+      nlink: view.getUint32(STATX.nlink, true),
+      blocks: Number(view.getBigUint64(STATX.blocks, true)),
+      ino: view.getBigUint64(STATX.ino, true),
+      dev: `${view.getUint32(STATX.devMajor, true)}:${view.getUint32(STATX.devMinor, true)}`,
+      atime: time(STATX.atime),
+      mtime: time(STATX.mtime),
     },
   };
 }
 
-/** open(path, O_RDONLY | O.NOFOLLOW): a symlink is refused (ELOOP), never followed. */
-export function openForReading(path: string): Outcome<number> {
-  return outcome(libc.openat(AT_FDCWD, cString(path), O.NOFOLLOW | O.NONBLOCK | O.CLOEXEC, 0));
+/** statx(dirFd, name) of the entry itself (a symlink is not followed). */
+export function statAt(dirFd: number, name: Uint8Array): Outcome<PathStat> {
+  return statx(dirFd, cName(name), AT_SYMLINK_NOFOLLOW);
 }
 
-/** open(path, O.CREAT | O.EXCL | O.WRONLY): a new file, never an existing one or a symlink. */
-export function createExclusive(path: string, mode: number): Outcome<number> {
-  const flags = O.WRONLY | O.CREAT | O.EXCL | O.NOFOLLOW | O.CLOEXEC;
-  return outcome(libc.openat(AT_FDCWD, cString(path), flags, mode));
+/** statx of a path given on the command line; `follow` follows a final symlink. */
+export function statPath(path: string, follow: boolean): Outcome<PathStat> {
+  return statx(AT_FDCWD, cName(path), follow ? 0 : AT_SYMLINK_NOFOLLOW);
 }
 
-/** open(path, O_RDONLY | O.DIRECTORY), for fsync of a directory. */
-export function openDirectory(path: string): Outcome<number> {
-  return outcome(libc.openat(AT_FDCWD, cString(path), O.DIRECTORY | O.CLOEXEC, 0));
+/** statx of an open descriptor (fstat). */
+export function statFd(fd: number): Outcome<PathStat> {
+  return statx(fd, EMPTY, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+}
+
+/** Opens a directory below `dirFd` (or a path with AT_FDCWD); never through a final symlink
+ * unless `follow`. */
+export function openDirectory(
+  dirFd: number,
+  name: Uint8Array | string,
+  follow = false,
+): Outcome<number> {
+  const flags = O.RDONLY | O.DIRECTORY | O.CLOEXEC | (follow ? 0 : O.NOFOLLOW);
+  return outcome(libc.openat(dirFd, cName(name), flags, 0));
+}
+
+/** Opens a file for reading: a symlink is refused (ELOOP), a FIFO does not block. */
+export function openForReading(dirFd: number, name: Uint8Array | string): Outcome<number> {
+  return outcome(libc.openat(dirFd, cName(name), O.NOFOLLOW | O.NONBLOCK | O.CLOEXEC, 0));
+}
+
+/** Creates a new file (O_EXCL: never an existing one, never through a symlink). */
+export function createExclusive(dirFd: number, name: Uint8Array, mode: number): Outcome<number> {
+  const flags = O.RDWR | O.CREAT | O.EXCL | O.NOFOLLOW | O.CLOEXEC;
+  return outcome(libc.openat(dirFd, cName(name), flags, mode));
 }
 
 /** close(2). */
@@ -136,32 +191,229 @@ export function closeFd(fd: number): void {
   libc.close(fd);
 }
 
-/** copy_file_range(2) of up to `length` bytes at the current offsets; 0 at end of input. */
-export function copyRange(input: number, output: number, length: number): Outcome<number> {
-  return outcome(
-    Number(libc.copy_file_range(input, null, output, null, BigInt(length), 0)),
-  );
+/** mkdirat(2). */
+export function makeDirectory(dirFd: number, name: Uint8Array | string, mode: number): CallResult {
+  return checked(libc.mkdirat(dirFd, cName(name), mode));
+}
+
+/** symlinkat(2): `target` is stored as given, byte for byte. */
+export function makeSymlink(target: Uint8Array, dirFd: number, name: Uint8Array): CallResult {
+  return checked(libc.symlinkat(cName(target), dirFd, cName(name)));
+}
+
+/** readlinkat(2): the target's raw bytes. */
+export function readSymlink(dirFd: number, name: Uint8Array | string): Outcome<Uint8Array> {
+  let size = 256;
+  for (;;) {
+    const buffer = new Uint8Array(size);
+    const n = Number(libc.readlinkat(dirFd, cName(name), buffer, BigInt(size)));
+    if (n < 0) return { ok: false, errno: errno() };
+    if (n < size) return { ok: true, value: buffer.slice(0, n) };
+    size *= 4; // the target may have been cut: ask again with room to spare
+  }
+}
+
+/** renameat(2): atomic; a symlink at `to` is replaced, never followed. */
+export function renameEntry(
+  fromDir: number,
+  from: Uint8Array,
+  toDir: number,
+  to: Uint8Array,
+): CallResult {
+  return checked(libc.renameat(fromDir, cName(from), toDir, cName(to)));
+}
+
+/** unlinkat(2) of a file or link (or an empty directory with `directory`). */
+export function removeEntry(dirFd: number, name: Uint8Array, directory: boolean): CallResult {
+  return checked(libc.unlinkat(dirFd, cName(name), directory ? AT_REMOVEDIR : 0));
 }
 
 /**
- * The same on a worker thread, for large chunks: the event loop (and so signal handling)
- * stays free. errno cannot be read across threads: a failure is reported as errno 0, and the
- * caller retries on this thread to learn the cause.
+ * Another name for the file open as `fd` (a hard link). Through /proc/self/fd/N, which works for
+ * any user; where /proc is missing, AT_EMPTY_PATH (root only).
  */
-export async function copyRangeOnThread(
+export function linkOpenFile(fd: number, dirFd: number, name: Uint8Array): CallResult {
+  const viaProc = libc.linkat(
+    AT_FDCWD,
+    cName(`/proc/self/fd/${fd}`),
+    dirFd,
+    cName(name),
+    AT_SYMLINK_FOLLOW,
+  );
+  if (viaProc === 0) return { ok: true };
+  const first = errno();
+  if (first !== Errno.ENOENT) return { ok: false, errno: first };
+  return checked(libc.linkat(fd, EMPTY, dirFd, cName(name), AT_EMPTY_PATH));
+}
+
+/** A directory entry: its raw name and its type from getdents64 (null: unknown, statx it). */
+export interface DirEntry {
+  readonly name: Uint8Array;
+  readonly kind: FileKind | null;
+}
+
+const DIRENT_TYPES: ReadonlyMap<number, FileKind> = new Map([
+  [8, "file"], // DT_REG
+  [4, "dir"], // DT_DIR
+  [10, "link"], // DT_LNK
+  [1, "fifo"], // DT_FIFO
+  [12, "socket"], // DT_SOCK
+  [2, "char-device"], // DT_CHR
+  [6, "block-device"], // DT_BLK
+]);
+
+const direntBuffer = new Uint8Array(64 * 1024);
+const direntView = new DataView(direntBuffer.buffer);
+
+/** Every entry of an open directory but "." and "..", names as raw bytes, from the start. */
+export function listDirectory(fd: number): Outcome<DirEntry[]> {
+  libc.lseek(fd, 0n, SEEK_SET);
+  const entries: DirEntry[] = [];
+  for (;;) {
+    const n = Number(libc.getdents64(fd, direntBuffer, BigInt(direntBuffer.length)));
+    if (n < 0) return { ok: false, errno: errno() };
+    if (n === 0) return { ok: true, value: entries };
+    for (let offset = 0; offset < n;) {
+      const length = direntView.getUint16(offset + DIRENT64.reclen, true);
+      const type = direntView.getUint8(offset + DIRENT64.type);
+      const start = offset + DIRENT64.name;
+      const end = direntBuffer.indexOf(0, start);
+      const name = direntBuffer.slice(start, end);
+      const dots = name.length <= 2 && name[0] === 0x2e && (name.length === 1 || name[1] === 0x2e);
+      if (!dots) entries.push({ name, kind: DIRENT_TYPES.get(type) ?? null });
+      offset += length;
+    }
+  }
+}
+
+const offsets = new BigInt64Array(2);
+
+/** copy_file_range(2) of up to `length` bytes at explicit offsets; 0 at end of input. */
+function copyRangeAt(input: number, output: number, at: number, length: number): Outcome<number> {
+  offsets[0] = BigInt(at);
+  offsets[1] = BigInt(at);
+  const n = Number(
+    libc.copy_file_range(
+      input,
+      offsets.subarray(0, 1),
+      output,
+      offsets.subarray(1, 2),
+      BigInt(length),
+      0,
+    ),
+  );
+  return n >= 0 ? { ok: true, value: n } : { ok: false, errno: errno() };
+}
+
+/** The same on a worker thread (a pending promise: the event loop goes on meanwhile). */
+async function copyRangeAtOnThread(
   input: number,
   output: number,
+  at: number,
   length: number,
 ): Promise<Outcome<number>> {
+  const place = new BigInt64Array([BigInt(at), BigInt(at)]);
   const n = Number(
-    await libc.copy_file_range_blocking(input, null, output, null, BigInt(length), 0),
+    await libc.copy_file_range_blocking(
+      input,
+      place.subarray(0, 1),
+      output,
+      place.subarray(1, 2),
+      BigInt(length),
+      0,
+    ),
   );
+  // errno cannot be read across threads: the caller repeats a failed call here to learn it.
   return n >= 0 ? { ok: true, value: n } : { ok: false, errno: 0 };
 }
 
-/** sendfile(2): the fallback where copy_file_range is refused (EXDEV, EINVAL, ENOSYS). */
-export function sendFile(output: number, input: number, length: number): Outcome<number> {
-  return outcome(Number(libc.sendfile(output, input, null, BigInt(length))));
+/** sendfile(2) from `at` in input to the same offset in output. */
+function sendAt(input: number, output: number, at: number, length: number): Outcome<number> {
+  libc.lseek(output, BigInt(at), SEEK_SET);
+  offsets[0] = BigInt(at);
+  return outcome(Number(libc.sendfile(output, input, offsets.subarray(0, 1), BigInt(length))));
+}
+
+/** How to copy data: chunk sizes, and whether chunks may go to a worker thread. */
+export interface DataOptions {
+  /** Copied in one call on this thread up to this many bytes. */
+  readonly smallChunk: number;
+  /** Larger files go in chunks of this size on a thread, when `onThread` is true. */
+  readonly threadChunk: number;
+  readonly onThread: boolean;
+  /** Called between chunks: throws to stop the copy. */
+  readonly check: () => void;
+}
+
+// copy_file_range(2) refuses some pairs of files; sendfile(2) handles any regular files.
+const FALLBACK_ERRNOS: ReadonlySet<number> = new Set([
+  Errno.EXDEV,
+  Errno.EINVAL,
+  Errno.ENOSYS,
+  Errno.ENOTSUP,
+]);
+
+/**
+ * Copies `size` bytes of data from input to output, keeping holes: only the data ranges that
+ * SEEK_DATA/SEEK_HOLE report are copied, and the file is then truncated to its size, so a
+ * sparse file stays sparse. Returns the bytes of data copied, or the errno.
+ */
+export async function copyData(
+  input: number,
+  output: number,
+  size: number,
+  sparse: boolean,
+  options: DataOptions,
+): Promise<Outcome<number>> {
+  let copied = 0;
+  let useSendfile = false;
+  let at = 0;
+  while (at < size) {
+    let end = size;
+    if (sparse) {
+      const data = Number(libc.lseek(input, BigInt(at), SEEK_DATA));
+      if (data < 0) break; // ENXIO: nothing but a hole from here to the end
+      const hole = Number(libc.lseek(input, BigInt(data), SEEK_HOLE));
+      at = data;
+      end = hole < 0 ? size : Math.min(hole, size);
+    }
+    while (at < end) {
+      options.check();
+      const wanted = Math.min(
+        end - at,
+        options.onThread ? options.threadChunk : options.smallChunk,
+      );
+      let result = useSendfile
+        ? sendAt(input, output, at, wanted)
+        : options.onThread && wanted > options.smallChunk
+        ? await copyRangeAtOnThread(input, output, at, wanted)
+        : copyRangeAt(input, output, at, wanted);
+      if (!result.ok && result.errno === 0) result = copyRangeAt(input, output, at, wanted);
+      if (!result.ok && !useSendfile && FALLBACK_ERRNOS.has(result.errno)) {
+        useSendfile = true;
+        continue;
+      }
+      if (!result.ok) return result;
+      if (result.value === 0) {
+        end = at; // the file shrank while we copied it: stop at what is there
+        size = at;
+        break;
+      }
+      at += result.value;
+      copied += result.value;
+    }
+  }
+  // Holes at the end (and a file that is all hole) take no blocks: set the size.
+  if (sparse) {
+    const truncated = checked(libc.ftruncate(output, BigInt(size)));
+    if (!truncated.ok) return truncated;
+  }
+  return { ok: true, value: copied };
+}
+
+/** Reads `length` bytes at `at` (for --verify). */
+export function readAt(fd: number, buffer: Uint8Array, at: number): Outcome<number> {
+  return outcome(Number(libc.pread(fd, buffer, BigInt(buffer.length), BigInt(at))));
 }
 
 function timespecs(atime: Timestamp, mtime: Timestamp): Uint8Array<ArrayBuffer> {
@@ -184,25 +436,24 @@ export function setFdTimes(fd: number, atime: Timestamp, mtime: Timestamp): Call
   return checked(libc.futimens(fd, timespecs(atime, mtime)));
 }
 
-/** utimensat(2) on the path itself (a symlink's own times, not its target's). */
-export function setPathTimes(path: string, atime: Timestamp, mtime: Timestamp): CallResult {
-  const rc = libc.utimensat(
-    AT_FDCWD,
-    cString(path),
-    timespecs(atime, mtime),
-    AT_SYMLINK_NOFOLLOW,
-  );
-  return checked(rc);
+/** fchownat(2) of an entry itself (a symlink's own owner). */
+export function setEntryOwner(
+  dirFd: number,
+  name: Uint8Array,
+  uid: number,
+  gid: number,
+): CallResult {
+  return checked(libc.fchownat(dirFd, cName(name), uid, gid, AT_SYMLINK_NOFOLLOW));
 }
 
-/** fchownat(2) on the path itself (lchown for a symlink). */
-export function setPathOwner(path: string, uid: number, gid: number): CallResult {
-  return checked(libc.fchownat(AT_FDCWD, cString(path), uid, gid, AT_SYMLINK_NOFOLLOW));
-}
-
-/** chmod(2) of a path (directories; never used on a symlink). */
-export function setPathMode(path: string, mode: number): CallResult {
-  return checked(libc.fchmodat(AT_FDCWD, cString(path), mode, 0));
+/** utimensat(2) of an entry itself (a symlink's own times). */
+export function setEntryTimes(
+  dirFd: number,
+  name: Uint8Array,
+  atime: Timestamp,
+  mtime: Timestamp,
+): CallResult {
+  return checked(libc.utimensat(dirFd, cName(name), timespecs(atime, mtime), AT_SYMLINK_NOFOLLOW));
 }
 
 /** fsync(2). */
@@ -210,7 +461,91 @@ export function syncFd(fd: number): CallResult {
   return checked(libc.fsync(fd));
 }
 
-/** rename(2): atomic replacement of `to`, which is never followed if it is a symlink. */
-export function renamePath(from: string, to: string): CallResult {
-  return checked(libc.renameat(AT_FDCWD, cString(from), AT_FDCWD, cString(to)));
+function splitNames(list: Uint8Array): Uint8Array[] {
+  const names: Uint8Array[] = [];
+  for (let start = 0; start < list.length;) {
+    const end = list.indexOf(0, start);
+    if (end < 0) break;
+    if (end > start) names.push(list.slice(start, end));
+    start = end + 1;
+  }
+  return names;
+}
+
+/** Extended attribute names and values of an open file, in the order listxattr gives. */
+export function readXattrs(fd: number): Outcome<Array<[Uint8Array, Uint8Array]>> {
+  const size = Number(libc.flistxattr(fd, null, 0n));
+  if (size < 0) return { ok: false, errno: errno() };
+  if (size === 0) return { ok: true, value: [] };
+  const list = new Uint8Array(size);
+  const n = Number(libc.flistxattr(fd, list, BigInt(size)));
+  if (n < 0) return { ok: false, errno: errno() };
+  const pairs: Array<[Uint8Array, Uint8Array]> = [];
+  for (const name of splitNames(list.subarray(0, n))) {
+    const cname = cName(name);
+    const length = Number(libc.fgetxattr(fd, cname, null, 0n));
+    if (length < 0) continue; // removed meanwhile: nothing to copy
+    const value = new Uint8Array(length);
+    const got = Number(libc.fgetxattr(fd, cname, value, BigInt(length)));
+    if (got >= 0) pairs.push([name, value.subarray(0, got)]);
+  }
+  return { ok: true, value: pairs };
+}
+
+/** fsetxattr(2). */
+export function writeXattr(fd: number, name: Uint8Array, value: Uint8Array): CallResult {
+  const rc = libc.fsetxattr(fd, cName(name), value, BigInt(value.length), 0);
+  return checked(rc);
+}
+
+/** Extended attributes of a symlink itself, through /proc/self/fd/DIR/NAME (l*xattr). */
+export function readLinkXattrs(
+  dirFd: number,
+  name: Uint8Array,
+): Outcome<Array<[Uint8Array, Uint8Array]>> {
+  const path = cName(concat(new TextEncoder().encode(`/proc/self/fd/${dirFd}/`), name));
+  const size = Number(libc.llistxattr(path, null, 0n));
+  if (size < 0) return { ok: false, errno: errno() };
+  if (size === 0) return { ok: true, value: [] };
+  const list = new Uint8Array(size);
+  const n = Number(libc.llistxattr(path, list, BigInt(size)));
+  if (n < 0) return { ok: false, errno: errno() };
+  const pairs: Array<[Uint8Array, Uint8Array]> = [];
+  for (const attr of splitNames(list.subarray(0, n))) {
+    const cattr = cName(attr);
+    const length = Number(libc.lgetxattr(path, cattr, null, 0n));
+    if (length < 0) continue;
+    const value = new Uint8Array(length);
+    const got = Number(libc.lgetxattr(path, cattr, value, BigInt(length)));
+    if (got >= 0) pairs.push([attr, value.subarray(0, got)]);
+  }
+  return { ok: true, value: pairs };
+}
+
+/** lsetxattr(2) on a symlink itself, through /proc/self/fd/DIR/NAME. */
+export function writeLinkXattr(
+  dirFd: number,
+  name: Uint8Array,
+  attr: Uint8Array,
+  value: Uint8Array,
+): CallResult {
+  const path = cName(concat(new TextEncoder().encode(`/proc/self/fd/${dirFd}/`), name));
+  return checked(libc.lsetxattr(path, cName(attr), value, BigInt(value.length), 0));
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+/** Raises this process's soft limit of open files to the hard one (deep trees hold a
+ * descriptor per level). */
+export function raiseFileLimit(): void {
+  const limits = new BigUint64Array(RLIMIT.bytes / 8);
+  if (libc.prlimit(0, RLIMIT_NOFILE, null, limits) !== 0) return;
+  if (limits[0] === limits[1]) return;
+  limits[0] = limits[1] ?? 0n;
+  libc.prlimit(0, RLIMIT_NOFILE, limits, null);
 }

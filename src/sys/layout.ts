@@ -45,6 +45,7 @@ export const DIRENT64 = Object.freeze({ ino: 0, reclen: 16, type: 18, name: 19 }
 export const O = Object.freeze({
   RDONLY: 0o0,
   WRONLY: 0o1,
+  RDWR: 0o2,
   CREAT: 0o100,
   EXCL: 0o200,
   NONBLOCK: 0o4000,

@@ -120,8 +120,13 @@ export const FILE_SYMBOLS = {
     parameters: ["i32", "i32", "buffer", "usize"], // int out_fd, int in_fd, off_t *offset, size_t
     result: "isize", // ssize_t
   },
-  fchmodat: {
-    parameters: ["i32", "buffer", "u32", "i32"], // int dirfd, const char *path, mode_t, int flags
+  pread: {
+    parameters: ["i32", "buffer", "usize", "i64"], // int fd, void *buf, size_t count, off_t offset
+    result: "isize", // ssize_t
+  },
+  prlimit: {
+    // pid_t pid, int resource, const struct rlimit *new_limit, struct rlimit *old_limit
+    parameters: ["i32", "i32", "buffer", "buffer"],
     result: "i32",
   },
   lseek: { parameters: ["i32", "i64", "i32"], result: "i64" }, // int fd, off_t offset, int whence
@@ -143,7 +148,7 @@ export const FILE_SYMBOLS = {
     parameters: ["i32", "buffer", "i32", "u32", "buffer"],
     result: "i32",
   },
-  flistxattr: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // fd, char *list, size
+  flistxattr: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // int fd, list, size
   fgetxattr: {
     parameters: ["i32", "buffer", "buffer", "usize"], // int fd, const char *name, void *v, size
     result: "isize",
