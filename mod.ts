@@ -3,14 +3,14 @@
  * every zombie, stops what is left over, and exits with the child's status.
  *
  * The entry: dispatch to a program, exit with its code. Its only static imports are the signal
- * inbox and the worker check, so that the inbox's listeners are installed before any other
+ * inbox and the worker names, so that the inbox's listeners are installed before any other
  * code is loaded (a `docker stop` in the first milliseconds must not be lost).
  *
  * @module
  */
 
 import { SignalInbox } from "./src/supervise/inbox.ts";
-import { isCopyWorker } from "./src/copy/worker_name.ts";
+import { COPY_WORKER_NAME, HEALTH_WORKER_NAME, workerName } from "./src/common/workers.ts";
 
 export { ExitCode } from "./src/common/exit_codes.ts";
 
@@ -27,7 +27,9 @@ export async function main(args: readonly string[]): Promise<number> {
   });
 }
 
-// The same module is the entry of copy mode's worker thread (new Worker(Deno.mainModule)),
-// where import.meta.main is true as well: the worker check comes first.
-if (isCopyWorker()) (await import("./src/copy/worker.ts")).serveCopyJobs();
+// This module is also the entry of denit's worker threads (new Worker(Deno.mainModule)), where
+// import.meta.main is true as well: the worker's name comes first.
+const worker = workerName();
+if (worker === COPY_WORKER_NAME) (await import("./src/copy/worker.ts")).serveCopyJobs();
+else if (worker === HEALTH_WORKER_NAME) (await import("./src/health/worker.ts")).serveHealth();
 else if (import.meta.main) Deno.exit(await main(Deno.args));

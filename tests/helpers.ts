@@ -76,7 +76,13 @@ export async function run(
     env: options.env ?? {},
     cwd: options.cwd ?? Deno.cwd(),
   }).spawn();
-  const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 20_000);
+  const timer = setTimeout(() => {
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // It ended at the deadline's moment: nothing left to kill.
+    }
+  }, options.timeoutMs ?? 20_000);
   if (options.stdin !== undefined) {
     const writer = child.stdin.getWriter();
     await writer.write(options.stdin);

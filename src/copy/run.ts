@@ -67,7 +67,7 @@ import {
 } from "./file.ts";
 import { bytesOf, display, isTempName, printable, tempName } from "./names.ts";
 import type { FromWorker, JobOutcome, ToWorker } from "./worker.ts";
-import { COPY_WORKER_NAME } from "./worker_name.ts";
+import { COPY_WORKER_NAME } from "../common/workers.ts";
 
 export { CopyInterrupted };
 

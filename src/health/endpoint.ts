@@ -4,20 +4,30 @@
  */
 
 import type { ListenAddress } from "../common/address.ts";
-import type { Snapshot, SnapshotSource } from "../common/snapshot.ts";
+import { type Snapshot, SnapshotBoard, type SnapshotSource } from "../common/snapshot.ts";
 import { VERSION } from "../common/version.ts";
-import { readProcessStats } from "./proc_stats.ts";
-import { type HttpRequest, type HttpResponse, HttpServer } from "./server.ts";
+import { HEALTH_WORKER_NAME } from "../common/workers.ts";
+import type { ProcessStats } from "./proc_stats.ts";
+import type { HttpRequest, HttpResponse } from "./server.ts";
+import type { FromHealthWorker, ToHealthWorker } from "./worker.ts";
 
-/** What the routes read: the supervisor's snapshot and denit's own start time. */
+/** What the routes read: the supervisor's snapshot, its start time, and its heartbeat. */
 export interface HealthSource extends SnapshotSource {
   readonly supervisorStartedAtMs: number;
+  /** When the supervisor's event loop last turned (epoch ms). */
+  lastBeatMs(): number;
+  /** This process's figures for the `process_*` metrics. */
+  processStats(): ProcessStats;
 }
 
 const METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
 // Constant answers are frozen objects: the server encodes each of them once (http.ts).
 const OK: HttpResponse = Object.freeze({ status: 200, body: "ok\n" });
+const STALLED: HttpResponse = Object.freeze({
+  status: 503,
+  body: "the supervisor's event loop has not turned for 5 s\n",
+});
 const NOT_FOUND: HttpResponse = Object.freeze({ status: 404, body: "not found\n" });
 const NOT_ALLOWED: HttpResponse = Object.freeze({
   status: 405,
@@ -65,7 +75,7 @@ function metric(lines: string[], name: string, type: string, help: string, sampl
 /** The Prometheus text exposition (format 0.0.4). */
 export function metricsText(source: HealthSource): string {
   const s = source.snapshot();
-  const p = readProcessStats();
+  const p = source.processStats();
   const lines: string[] = [];
   metric(lines, "denit_build_info", "gauge", "denit and Deno versions.", [
     `denit_build_info{version="${VERSION}",deno="${Deno.version.deno}"} 1`,
@@ -133,12 +143,66 @@ export function route(source: HealthSource, request: HttpRequest): HttpResponse 
     case "/metrics":
       return { status: 200, contentType: METRICS_TYPE, body: metricsText(source) };
     default:
-      // Answering at all proves the event loop turns: that is what liveness means here.
-      return OK;
+      // Liveness: the supervisor's own event loop turned within the last few heartbeats.
+      return Date.now() - source.lastBeatMs() > 5 * HEARTBEAT_MS ? STALLED : OK;
   }
 }
 
-/** Binds the endpoint (throws on a taken or invalid address) and serves it. */
-export function startHealth(address: ListenAddress, source: HealthSource): HttpServer {
-  return new HttpServer(address, (request) => route(source, request));
+/** The health endpoint as the supervisor holds it: publish snapshots, close at exit. */
+export interface HealthHandle {
+  publish(snapshot: Snapshot): void;
+  close(): void;
+}
+
+/** How often the supervisor's event loop shows it turns; /healthz fails after 5 of them. */
+export const HEARTBEAT_MS = 1000;
+
+/**
+ * Starts the endpoint on its own thread (worker.ts), so that nothing a client sends can delay
+ * a signal or a reap on the supervisor's thread: it answers from the latest snapshot in shared
+ * memory. Resolves once it listens; rejects with the bind error (a taken or invalid address).
+ */
+export async function startHealth(
+  address: ListenAddress,
+  supervisorStartedAtMs: number,
+): Promise<HealthHandle> {
+  const board = new SnapshotBoard();
+  board.beat(Date.now());
+  const worker = new Worker(Deno.mainModule, { type: "module", name: HEALTH_WORKER_NAME });
+  const answer = Promise.withResolvers<FromHealthWorker>();
+  worker.onmessage = (event: MessageEvent<FromHealthWorker>) => answer.resolve(event.data);
+  worker.onerror = (event: ErrorEvent) => {
+    event.preventDefault();
+    answer.resolve({ type: "failed", kind: "Error", message: event.message });
+  };
+  const start: ToHealthWorker = {
+    type: "start",
+    address,
+    board: board.buffer,
+    supervisorStartedAtMs,
+  };
+  worker.postMessage(start);
+  const reply = await answer.promise;
+  if (reply.type === "failed") {
+    worker.terminate();
+    throw bindError(reply.kind, reply.message);
+  }
+  // The heartbeat proves the supervisor's own loop turns (what /healthz means).
+  const heartbeat = setInterval(() => board.beat(Date.now()), HEARTBEAT_MS);
+  return {
+    publish: (snapshot) => board.write(snapshot),
+    close: () => {
+      clearInterval(heartbeat);
+      worker.terminate();
+    },
+  };
+}
+
+function bindError(kind: string, message: string): Error {
+  const classes: Record<string, new (message: string) => Error> = {
+    AddrInUse: Deno.errors.AddrInUse,
+    AddrNotAvailable: Deno.errors.AddrNotAvailable,
+    PermissionDenied: Deno.errors.PermissionDenied,
+  };
+  return new (classes[kind] ?? Error)(message);
 }

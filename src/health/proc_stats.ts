@@ -23,6 +23,22 @@ function statusKilobytes(status: string, field: string): number {
   return match === null ? 0 : Number(match[1]);
 }
 
+/** How long figures are reused: they cost several reads of /proc; a scrape comes every 15 s. */
+const CACHE_MS = 1000;
+
+/** The figures, read at most once a second: a flood of /metrics requests reads /proc once. */
+export class ProcessStatsCache {
+  #cached: { atMs: number; stats: ProcessStats } | null = null;
+
+  /** The figures, from the last second's read or a new one. */
+  get(nowMs: number = performance.now()): ProcessStats {
+    if (this.#cached === null || nowMs - this.#cached.atMs >= CACHE_MS) {
+      this.#cached = { atMs: nowMs, stats: readProcessStats() };
+    }
+    return this.#cached.stats;
+  }
+}
+
 /** Reads the figures now; any that /proc does not give reads as 0. */
 export function readProcessStats(): ProcessStats {
   const status = Deno.readTextFileSync("/proc/self/status");

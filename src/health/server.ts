@@ -30,6 +30,8 @@ export interface HttpLimits {
   readonly maxHeaderBytes: number;
   /** A complete request must arrive within this long after connecting or the last response. */
   readonly requestTimeoutMs: number;
+  /** A response must be taken by the client within this long (else it is cut off). */
+  readonly writeTimeoutMs: number;
 }
 
 /** Defaults: room for a load test at 50 connections and for probes beside it. */
@@ -37,7 +39,20 @@ export const DEFAULT_LIMITS: HttpLimits = Object.freeze({
   maxConnections: 256,
   maxHeaderBytes: 8192,
   requestTimeoutMs: 5000,
+  writeTimeoutMs: 2000,
 });
+
+import type { Endpoints } from "../sys/sockets.ts";
+
+/** A connection's deadlines. */
+interface Connection {
+  /** The next complete request must have arrived by then (performance.now() ms). */
+  deadline: number;
+  /** Since when a response is being written; null while reading. */
+  writingSince: number | null;
+  /** When it was cut off (closed, its socket shut down if a write was stuck); null: live. */
+  abortedAt: number | null;
+}
 
 const REASONS: Readonly<Record<number, string>> = {
   200: "OK",
@@ -201,9 +216,17 @@ export class HttpServer {
   readonly #listener: Deno.TcpListener;
   readonly #handler: (request: HttpRequest) => HttpResponse;
   readonly #limits: HttpLimits;
-  /** Each connection and the time by which its next complete request must have arrived. */
-  readonly #connections = new Map<Deno.Conn, number>();
+  /**
+   * Every connection until its descriptor is gone: a connection that was cut off stays here
+   * (and counts against the limit) until its read or write has settled.
+   */
+  readonly #connections = new Map<Deno.Conn, Connection>();
   readonly #sweeper: ReturnType<typeof setInterval>;
+  /** Cut-off connections whose write is stuck: shut down together, with one read of /proc. */
+  #stuck: Array<{ conn: Deno.Conn; ends: Endpoints }> = [];
+  #shutdownScheduled = false;
+  /** Resolved when a connection's descriptor is gone (the accept loop waits at the cap). */
+  #released = Promise.withResolvers<void>();
   #closed = false;
 
   /** Binds at once (throws Deno.errors.AddrInUse and the like); serving starts on the loop. */
@@ -216,14 +239,25 @@ export class HttpServer {
     this.#handler = handler;
     this.#limits = limits;
     // One timer for all deadlines: a timer per request would cost more than the request.
-    const every = Math.max(10, Math.min(1000, limits.requestTimeoutMs / 4));
-    this.#sweeper = setInterval(() => this.#sweep(), every);
+    const shortest = Math.min(limits.requestTimeoutMs, limits.writeTimeoutMs);
+    this.#sweeper = setInterval(() => this.#sweep(), Math.max(10, Math.min(1000, shortest / 4)));
     void this.#acceptLoop();
   }
 
   #sweep(): void {
     const now = performance.now();
-    for (const [conn, deadline] of this.#connections) if (now > deadline) this.#drop(conn);
+    for (const [conn, state] of this.#connections) {
+      if (state.abortedAt !== null) {
+        // Cut off, but its read or write has not settled: look again whether its socket is
+        // still open (a write can stay pending after its socket was closed).
+        if (now - state.abortedAt > 250) this.#shutDown(conn);
+        continue;
+      }
+      const late = state.writingSince === null
+        ? now > state.deadline
+        : now - state.writingSince > this.#limits.writeTimeoutMs;
+      if (late) this.#abort(conn, state);
+    }
   }
 
   /** The bound address (useful with port 0). */
@@ -231,7 +265,7 @@ export class HttpServer {
     return this.#listener.addr;
   }
 
-  /** Connections held now. */
+  /** Connections held now, those being cut off included. */
   get connectionCount(): number {
     return this.#connections.size;
   }
@@ -242,52 +276,111 @@ export class HttpServer {
     this.#closed = true;
     clearInterval(this.#sweeper);
     this.#listener.close();
-    for (const conn of [...this.#connections.keys()]) this.#drop(conn);
+    for (const [conn, state] of this.#connections) this.#abort(conn, state);
+    this.#released.resolve();
   }
 
   async #acceptLoop(): Promise<void> {
+    let failures = 0;
     while (!this.#closed) {
+      // At the cap, room first: the quietest connection is cut off, and the next client
+      // waits in the kernel's backlog until a descriptor is gone (cut off or not, a
+      // connection counts until its read or write has settled).
+      while (this.#connections.size >= this.#limits.maxConnections && !this.#closed) {
+        if (this.#live() === this.#connections.size) this.#dropLeastRecent();
+        await this.#released.promise;
+      }
       let conn: Deno.Conn;
       try {
         conn = await this.#listener.accept();
+        failures = 0;
       } catch (err: unknown) {
         if (this.#closed || err instanceof Deno.errors.BadResource) return;
-        // EMFILE and friends: keep serving the connections we have; retry on the next turn.
-        await new Promise((resolve) => setTimeout(resolve, 10));
+        // Out of descriptors (EMFILE, ENFILE): give the connections we have a moment to end.
+        // Anything else (a client reset before accept: ENOTCONN) concerns that one client.
+        const exhausted = err instanceof Error && /os error 2[34]\b/.test(err.message);
+        if (exhausted || ++failures > 100) {
+          failures = 0;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
         continue;
       }
-      if (this.#connections.size >= this.#limits.maxConnections) this.#dropLeastRecent();
-      this.#connections.set(conn, performance.now() + this.#limits.requestTimeoutMs);
-      void this.#serve(conn);
+      const state: Connection = {
+        deadline: performance.now() + this.#limits.requestTimeoutMs,
+        writingSince: null,
+        abortedAt: null,
+      };
+      this.#connections.set(conn, state);
+      void this.#serve(conn, state);
     }
+  }
+
+  /** Connections not cut off. */
+  #live(): number {
+    let live = 0;
+    for (const state of this.#connections.values()) if (state.abortedAt === null) live++;
+    return live;
   }
 
   #dropLeastRecent(): void {
     // The earliest deadline belongs to the connection that has been quiet the longest.
-    let oldest: Deno.Conn | null = null;
-    let oldestDeadline = Infinity;
-    for (const [conn, deadline] of this.#connections) {
-      if (deadline < oldestDeadline) [oldest, oldestDeadline] = [conn, deadline];
+    let oldest: [Deno.Conn, Connection] | null = null;
+    for (const entry of this.#connections) {
+      if (entry[1].abortedAt !== null) continue;
+      if (oldest === null || entry[1].deadline < oldest[1].deadline) oldest = entry;
     }
-    if (oldest !== null) this.#drop(oldest);
+    if (oldest !== null) this.#abort(...oldest);
   }
 
-  #drop(conn: Deno.Conn): void {
-    if (!this.#connections.delete(conn)) return;
+  /** Cuts a connection off: closes it, and shuts its socket down if a write is stuck. */
+  #abort(conn: Deno.Conn, state: Connection): void {
+    if (state.abortedAt !== null) return;
+    state.abortedAt = performance.now();
+    const stuck = state.writingSince !== null;
     try {
       conn.close();
     } catch {
       // Already closed by the peer's reset: nothing left to release.
     }
+    // close() does not release a socket whose write is pending: shutdown(2) makes it fail.
+    if (stuck) this.#shutDown(conn);
   }
 
-  async #serve(conn: Deno.Conn): Promise<void> {
+  /**
+   * Shuts a cut-off connection's socket down if its descriptor is still open, or forgets the
+   * connection if it is gone; batched, since each batch reads /proc once.
+   */
+  #shutDown(conn: Deno.Conn): void {
+    const ends = { local: conn.localAddr as Deno.NetAddr, remote: conn.remoteAddr as Deno.NetAddr };
+    this.#stuck.push({ conn, ends });
+    if (this.#shutdownScheduled) return;
+    this.#shutdownScheduled = true;
+    // Loaded on the first stuck write only; every abort of this turn goes in one batch.
+    void import("../sys/sockets.ts").then((sockets) => {
+      const batch = this.#stuck;
+      this.#stuck = [];
+      this.#shutdownScheduled = false;
+      const stillOpen = sockets.shutdownConnections(batch.map((item) => item.ends));
+      batch.forEach((item, i) => {
+        if (stillOpen[i] === false) this.#forget(item.conn); // its descriptor is gone already
+      });
+    });
+  }
+
+  /** Takes a connection off the table: its descriptor is gone. */
+  #forget(conn: Deno.Conn): void {
+    if (!this.#connections.delete(conn)) return;
+    this.#released.resolve();
+    this.#released = Promise.withResolvers<void>();
+  }
+
+  async #serve(conn: Deno.Conn, state: Connection): Promise<void> {
     const buffer = new Uint8Array(this.#limits.maxHeaderBytes);
     let used = 0;
     try {
       for (;;) {
         if (used === buffer.length) {
-          return await this.#reply(conn, { status: 431, body: "" }, "close");
+          return await this.#reply(conn, state, { status: 431, body: "" }, "close");
         }
         const n = await conn.read(buffer.subarray(used));
         if (n === null) return;
@@ -298,14 +391,13 @@ export class HttpServer {
         while (end >= 0) {
           const parsed = parseHead(decoder.decode(withoutEmptyLine(buffer.subarray(start, end))));
           if (parsed.kind === "bad") {
-            return await this.#reply(conn, { status: parsed.status, body: "" }, "close");
+            return await this.#reply(conn, state, { status: parsed.status, body: "" }, "close");
           }
           const response = this.#respond(parsed.request);
-          await this.#reply(conn, response, parsed.connection, parsed.request.method === "HEAD");
+          const head = parsed.request.method === "HEAD";
+          await this.#reply(conn, state, response, parsed.connection, head);
           if (parsed.close) return;
-          if (this.#connections.has(conn)) {
-            this.#connections.set(conn, performance.now() + this.#limits.requestTimeoutMs);
-          }
+          state.deadline = performance.now() + this.#limits.requestTimeoutMs;
           start = end;
           end = findHeadEnd(buffer, start, used);
         }
@@ -313,9 +405,11 @@ export class HttpServer {
         used -= start;
       }
     } catch {
-      // Reset, closed by a deadline or at shutdown: the connection is all there is to clean up.
+      // Reset, cut off by a deadline or at shutdown: the connection is all there is to clean up.
     } finally {
-      this.#drop(conn);
+      this.#abort(conn, state);
+      // Only now is its descriptor released: its read or write has settled.
+      this.#forget(conn);
     }
   }
 
@@ -330,11 +424,14 @@ export class HttpServer {
 
   async #reply(
     conn: Deno.Conn,
+    state: Connection,
     response: HttpResponse,
     connection: ConnectionHeader,
     head = false,
   ): Promise<void> {
     let bytes = encodeCached(response, head, connection);
+    state.writingSince = performance.now();
     while (bytes.length > 0) bytes = bytes.subarray(await conn.write(bytes));
+    state.writingSince = null;
   }
 }

@@ -9,23 +9,24 @@ import { formatAddress } from "../common/address.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
-import type { SnapshotSource } from "../common/snapshot.ts";
+import type { Snapshot } from "../common/snapshot.ts";
 import { undoRuntimeEnvironment } from "../common/runtime.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { SignalInbox } from "./inbox.ts";
 import type { Supervisor } from "./supervisor.ts";
 
-/** Something started before the child and closed when denit exits. */
+/** An observer started before the child: it gets every snapshot, and is closed at exit. */
 export interface Attachment {
+  publish(snapshot: Snapshot): void;
   close(): void;
 }
 
-/** Starts the health endpoint on an address over the supervisor's snapshots. */
+/** Starts the health endpoint on an address; rejects with the bind error. */
 export type HealthStarter = (
   address: ListenAddress,
-  source: SnapshotSource & { readonly supervisorStartedAtMs: number },
-) => Attachment;
+  supervisorStartedAtMs: number,
+) => Promise<Attachment>;
 
 /** What the entry module provides. */
 export interface SuperviseContext {
@@ -82,48 +83,43 @@ export async function superviseMain(
     log.error(describe(err));
     return ExitCode.INTERNAL;
   }
-  const supervisor = new supervisorModule.Supervisor(config, log, context.inbox);
-  return await supervise(config, supervisor, log, context);
-}
-
-async function startHealth(
-  config: Config,
-  supervisor: SnapshotSource,
-  log: Logger,
-  context: SuperviseContext,
-): Promise<Attachment | null> {
-  if (config.health === null) return null;
-  const start = await context.loadHealth();
-  const server = start(config.health, {
-    snapshot: () => supervisor.snapshot(),
-    supervisorStartedAtMs: Date.now() - performance.now(),
-  });
-  log.info("health endpoint listening", { address: formatAddress(config.health) });
-  return server;
-}
-
-async function supervise(
-  config: Config,
-  supervisor: Supervisor,
-  log: Logger,
-  context: SuperviseContext,
-): Promise<number> {
   let health: Attachment | null;
   try {
     // Bound before the child starts: a taken address must fail before anything runs.
-    health = await startHealth(config, supervisor, log, context);
+    health = await startHealth(config, log, context);
   } catch (err: unknown) {
     const address = config.health === null ? "" : formatAddress(config.health);
     log.error(`Cannot serve health on "${address}": ${describe(err)}`);
     return ExitCode.INTERNAL;
   }
+  const publish = health === null ? null : (snapshot: Snapshot) => health?.publish(snapshot);
+  const supervisor = new supervisorModule.Supervisor(config, log, context.inbox, publish);
+  try {
+    return await supervise(config, supervisor, log);
+  } finally {
+    health?.close();
+  }
+}
+
+async function startHealth(
+  config: Config,
+  log: Logger,
+  context: SuperviseContext,
+): Promise<Attachment | null> {
+  if (config.health === null) return null;
+  const start = await context.loadHealth();
+  const server = await start(config.health, Date.now() - performance.now());
+  log.info("health endpoint listening", { address: formatAddress(config.health) });
+  return server;
+}
+
+async function supervise(config: Config, supervisor: Supervisor, log: Logger): Promise<number> {
   try {
     // Deno refuses arguments that are not valid UTF-8 before denit runs, so every argument
     // here is exact text, and its UTF-8 encoding is the exact bytes it came in as.
     const encoder = new TextEncoder();
     supervisor.start(config.command.map((arg) => encoder.encode(arg)));
   } catch (err: unknown) {
-    health?.close();
     const { ExecError } = await import("./command.ts");
     if (err instanceof ExecError) {
       log.error(err.message);
@@ -132,7 +128,5 @@ async function supervise(
     log.error(`Cannot start the supervisor: ${describe(err)}`);
     return ExitCode.INTERNAL;
   }
-  const exitCode = await supervisor.finished();
-  health?.close();
-  return exitCode;
+  return await supervisor.finished();
 }

@@ -71,6 +71,8 @@ export class Supervisor {
   readonly #policy: Policy;
   readonly #log: Logger;
   readonly #inbox: SignalInbox;
+  /** The health endpoint's view, told of every change (null: nobody looks). */
+  readonly #publish: ((snapshot: Snapshot) => void) | null;
   readonly #done = Promise.withResolvers<number>();
   readonly #timers = new Map<TimerName, ReturnType<typeof setTimeout>>();
   readonly #forwarded = new Map<string, number>();
@@ -88,10 +90,17 @@ export class Supervisor {
   #lastSweepMs = -Infinity;
   #sweepTimer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(config: Config, log: Logger, inbox: SignalInbox) {
+  constructor(
+    config: Config,
+    log: Logger,
+    inbox: SignalInbox,
+    publish: ((snapshot: Snapshot) => void) | null = null,
+  ) {
     this.#config = config;
     this.#log = log;
     this.#inbox = inbox;
+    this.#publish = publish;
+    publish?.(this.snapshot());
     this.#policy = {
       rewrite: config.rewrite,
       graceMs: config.graceMs,
@@ -200,6 +209,9 @@ export class Supervisor {
 
   #afterRound(round: ReapRound): void {
     this.#reaped += round.reaped;
+    if (round.reaped > 0 && round.child === null && this.#state.name !== "exited") {
+      this.#publish?.(this.snapshot()); // orphans reaped: the count changed, no event did
+    }
     if (round.reaped > 0 && this.#log.enabled("debug")) {
       this.#log.debug("reaped", { count: round.reaped, child: round.child !== null });
     }
@@ -228,6 +240,7 @@ export class Supervisor {
         this.#log.error(`cannot ${effect.type}`, { error: String(err) });
       }
     }
+    this.#publish?.(this.snapshot());
   }
 
   #perform(effect: Effect): void {

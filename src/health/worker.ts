@@ -1,0 +1,63 @@
+/**
+ * The health endpoint's thread: binds, then serves the routes of endpoint.ts from the snapshot
+ * the supervisor publishes in shared memory. Nothing here can block the supervisor's thread.
+ */
+
+import type { ListenAddress } from "../common/address.ts";
+import { type Snapshot, SnapshotBoard } from "../common/snapshot.ts";
+import { route } from "./endpoint.ts";
+import { ProcessStatsCache } from "./proc_stats.ts";
+import { HttpServer } from "./server.ts";
+
+/** Main thread → worker. */
+export type ToHealthWorker = {
+  type: "start";
+  address: ListenAddress;
+  board: SharedArrayBuffer;
+  supervisorStartedAtMs: number;
+};
+
+/** Worker → main thread: listening, or why not (the Deno error class name and message). */
+export type FromHealthWorker =
+  | { type: "listening"; port: number }
+  | { type: "failed"; kind: string; message: string };
+
+interface WorkerScope {
+  onmessage: ((event: MessageEvent<ToHealthWorker>) => void) | null;
+  postMessage(message: FromHealthWorker): void;
+}
+
+const STARTING: Snapshot = Object.freeze({
+  state: "starting",
+  pid: null,
+  startedAtMs: null,
+  exitedAtMs: null,
+  exitCode: null,
+  exitSignal: null,
+  zombiesReaped: 0,
+  signalsForwarded: Object.freeze({}),
+});
+
+/** Serves the endpoint on this worker thread until the main thread terminates it. */
+export function serveHealth(): void {
+  const scope = globalThis as unknown as WorkerScope;
+  scope.onmessage = (event) => {
+    const { address, supervisorStartedAtMs } = event.data;
+    const board = new SnapshotBoard(event.data.board);
+    const stats = new ProcessStatsCache();
+    const source = {
+      snapshot: () => board.read() ?? STARTING,
+      supervisorStartedAtMs,
+      lastBeatMs: () => board.lastBeatMs(),
+      processStats: () => stats.get(),
+    };
+    try {
+      const server = new HttpServer(address, (request) => route(source, request));
+      scope.postMessage({ type: "listening", port: server.address.port });
+    } catch (err: unknown) {
+      const kind = err instanceof Error ? err.name : "Error";
+      const message = err instanceof Error ? err.message : String(err);
+      scope.postMessage({ type: "failed", kind, message });
+    }
+  };
+}
