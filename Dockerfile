@@ -18,17 +18,18 @@ RUN case "$(uname -m)" in aarch64) arch=arm64 ;; *) arch=x64 ;; esac \
       "deno@${DENO_VERSION}" "@deno/linux-${arch}-glibc@${DENO_VERSION}" \
  && cp "/opt/deno/node_modules/@deno/linux-${arch}-glibc/deno" /usr/local/bin/deno \
  && deno --version
-COPY deno.json mod.ts init.ts ./
+COPY deno.json deno.lock mod.ts init.ts ./
 COPY src ./src
 COPY bin/permissions ./bin/permissions
 RUN target="${DENO_TARGET}"; \
     if [ -z "$target" ]; then \
       case "${TARGETARCH:-amd64}" in \
         arm64) target=aarch64-unknown-linux-gnu ;; \
-        *) target=x86_64-unknown-linux-gnu ;; \
+        amd64) target=x86_64-unknown-linux-gnu ;; \
+        *) echo "denit: no build for TARGETARCH=${TARGETARCH}: use linux/amd64 or linux/arm64" >&2; exit 1 ;; \
       esac; \
     fi \
- && deno compile $(cat bin/permissions) --no-check --target "$target" --output /out/denit mod.ts
+ && deno compile $(cat bin/permissions) --no-check --frozen --target "$target" --output /out/denit mod.ts
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/denit /denit

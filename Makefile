@@ -11,7 +11,15 @@ export DENO_NO_UPDATE_CHECK := 1
 PERMS := $(shell cat bin/permissions)
 SOURCES := $(shell find mod.ts init.ts src -name '*.ts')
 
-.PHONY: setup bundle compile demo test fmt lint check unit clean rootfs bench
+.PHONY: setup bundle compile demo test test-compiled fmt lint check unit clean rootfs bench
+# The denit the process-level tests run: unset for the bundle on the project's runtime, or an
+# executable (make test DENIT_EXE=dist/denit).
+ifneq ($(DENIT_EXE),)
+export DENIT_EXE
+endif
+# deno compile's target: the machine's own, or aarch64 / x86_64 (a cross-compile).
+TARGET ?=
+TARGET_TRIPLE = $(if $(filter aarch64 arm64,$(TARGET)),aarch64-unknown-linux-gnu,$(if $(filter x86_64 amd64,$(TARGET)),x86_64-unknown-linux-gnu,))
 
 setup: $(DENO)
 
@@ -34,14 +42,24 @@ dist/denit.js: $(DENO) $(SOURCES) deno.json
 
 # Needs Deno's denort base binary: downloaded by deno, or given with DENORT_BIN=/path/denort.
 compile: $(DENO) $(SOURCES)
+	@[ -z "$(TARGET)" ] || [ -n "$(TARGET_TRIPLE)" ] || { \
+	  echo "make compile: unknown TARGET=$(TARGET): use x86_64 or aarch64" >&2; exit 2; }
 	mkdir -p dist
-	$(DENO) compile $(PERMS) --no-check --output dist/denit mod.ts || { \
-	  echo "make compile: deno compile needs its denort base binary: allow dl.deno.land," \
-	    "or set DENORT_BIN=/path/to/denort (Deno $(DENO_VERSION))" >&2; exit 1; }
+	$(DENO) compile $(PERMS) --no-check $(if $(TARGET_TRIPLE),--target $(TARGET_TRIPLE),) \
+	  --output dist/denit mod.ts 2>dist/compile.log || { \
+	  if grep -q "denort" dist/compile.log; then \
+	    echo "make compile: deno compile could not get its denort base binary (dl.deno.land) for" \
+	      "Deno $(DENO_VERSION): allow that download, or set DENORT_BIN=/path/to/denort" >&2; \
+	  else cat dist/compile.log >&2; fi; exit 1; }
+
+# The whole suite against the compiled binary: the same tests as make test.
+test-compiled: compile
+	$(MAKE) test DENIT_EXE=$(CURDIR)/dist/denit
 
 # The shell-less stand-in for the distroless image: Deno, its libraries, the bundle.
 rootfs: bundle
-	$(DENO) run --allow-all --no-config fixtures/rootfs.ts denit dist/rootfs $(DENO) dist/denit.js
+	$(DENO) run --allow-all --no-config fixtures/rootfs.ts denit dist/rootfs $(DENO) dist/denit.js \
+	  $(DENIT_EXE)
 	@echo "dist/rootfs: $$(find dist/rootfs -type f | wc -l) files, no shell"
 
 # Installs the baselines and tools it needs, then measures everything in one run (< 10 min).

@@ -158,6 +158,70 @@ async function memory(repeats: number): Promise<Figures["memory"]> {
   };
 }
 
+/** Waits until something accepts connections on a port (at most 10 s). */
+function awaitPort(port: number): void {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    // bash, for its /dev/tcp: connecting is the test.
+    const out = new Deno.Command("bash", {
+      args: ["-c", `exec 3<>/dev/tcp/127.0.0.1/${port}`],
+      stderr: "null",
+    }).outputSync();
+    if (out.success) return;
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
+
+async function hostile(count: number, seconds: number): Promise<Figures["hostile"]> {
+  log(`signals under 64 hostile health connections: ${count} signals, denit and tini`);
+  const attack = (port: number) =>
+    new Deno.Command("python3", {
+      args: [`${HERE}../fixtures/hostile_http.py`, "spaces", String(port), "64", String(seconds)],
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+  // denit: the attack on its own endpoint.
+  const denitPort = 17641;
+  const supervised = new Deno.Command(PROBE, {
+    args: [
+      "siglat",
+      String(count),
+      DENO,
+      ...RUN,
+      BUNDLE,
+      "-s",
+      "--health-addr",
+      `127.0.0.1:${denitPort}`,
+      "--",
+    ],
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  awaitPort(denitPort);
+  const denitAttack = attack(denitPort);
+  // tini: the same attack on a bare Deno.serve beside it (tini has no endpoint): the load alone.
+  const floorPort = 17642;
+  const denit = JSON.parse(new TextDecoder().decode((await supervised.output()).stdout).trim());
+  await denitAttack.status;
+  const server = new Deno.Command(DENO, {
+    args: [...RUN, `${HERE}floor_serve.js`, String(floorPort)],
+    stdout: "null",
+  }).spawn();
+  awaitPort(floorPort);
+  const tiniAttack = attack(floorPort);
+  const tini = probe(["siglat", String(count), "tini", "-s", "--"]);
+  await tiniAttack.status;
+  server.kill("SIGTERM");
+  await server.status;
+  return {
+    denitMedianUs: denit.median_us,
+    denitP99Us: denit.p99_us,
+    denitLost: denit.lost,
+    tiniMedianUs: tini.median_us ?? NaN,
+    tiniP99Us: tini.p99_us ?? NaN,
+  };
+}
+
 function signals(count: number): Figures["signals"] {
   log(`signal forwarding: ${count} signals per supervisor`);
   const argv = recordOf(
@@ -474,6 +538,7 @@ const figures: Figures = {
   start: startOverhead(QUICK ? 5 : 25),
   memory: await memory(QUICK ? 1 : 5),
   signals: signals(QUICK ? 200 : 1000),
+  hostile: await hostile(QUICK ? 300 : 1000, QUICK ? 1 : 2),
   reaping: reaping(QUICK ? 2000 : 20000, QUICK ? 1 : 5, 2000),
   exit: exitPropagation(QUICK ? 5 : 30),
   health: await health(QUICK ? 2 : 8),

@@ -69,13 +69,13 @@ Deno.test("every flag has a DENIT_* twin, and flags win", () => {
   assertEquals(c.graceMs, 2000);
   assertEquals(c.killAfterMs, 0);
   assertEquals(c.logLevel, "debug");
-  assertEquals(c.health, { hostname: "0.0.0.0", port: 9000 });
+  assertEquals(c.health, { hostname: "::", port: 9000 });
   const flags = config(["-r", "HUP:0", "-e", "9", "-p", "KILL", "--grace", "1s", "true"], env);
   assertEquals([...flags.rewrite], [[1, 0]]);
   assertEquals([...flags.remapExit], [9]);
   assertEquals(flags.pdeathsig, 9);
   assertEquals(flags.graceMs, 1000);
-  assertEquals(config(["true"], { DENIT_HEALTH: "1" }).health, { hostname: "0.0.0.0", port: 7623 });
+  assertEquals(config(["true"], { DENIT_HEALTH: "1" }).health, { hostname: "::", port: 7623 });
   assertEquals(config(["true"], { DENIT_GROUP: "0" }).group, false);
 });
 
@@ -115,7 +115,8 @@ Deno.test("durations", () => {
 
 Deno.test("listen addresses: host:port, :port, [v6]:port", () => {
   assertEquals(parseListenAddress("127.0.0.1:80"), { hostname: "127.0.0.1", port: 80 });
-  assertEquals(parseListenAddress(":7623"), { hostname: "0.0.0.0", port: 7623 });
+  assertEquals(parseListenAddress(":7623"), { hostname: "::", port: 7623 });
+  assertEquals(parseListenAddress("0.0.0.0:7623"), { hostname: "0.0.0.0", port: 7623 });
   assertEquals(parseListenAddress("[::1]:8080"), { hostname: "::1", port: 8080 });
   assertEquals(parseListenAddress("[::]:0"), { hostname: "::", port: 0 });
   assertEquals(parseListenAddress("localhost:1"), { hostname: "localhost", port: 1 });
@@ -135,4 +136,62 @@ Deno.test("signal names and numbers", () => {
   assertThrows(() => parseSignal("0"), RangeError);
   assertThrows(() => parseSignal("65"), RangeError);
   assertThrows(() => parseSignal("TERMINATE"), RangeError, /unknown name/);
+});
+
+Deno.test("errors name where the value came from: the flag or the variable", () => {
+  const message = (args: string[], env: Record<string, string>) => {
+    try {
+      parseInvocation(args, env);
+    } catch (err: unknown) {
+      return err instanceof UsageError ? err.message : String(err);
+    }
+    return "no error";
+  };
+  assertEquals(
+    message(["x"], { DENIT_GRACE: "abc" }),
+    'Invalid duration "abc": use a number with ms, s, m or h, like "10s" (a bare number is seconds) (from DENIT_GRACE)',
+  );
+  assertEquals(message(["--grace", "abc", "x"], {}).endsWith("(from --grace)"), true);
+  assertEquals(
+    message(["x"], { DENIT_HEALTH_ADDR: "nohost" }).endsWith("(from DENIT_HEALTH_ADDR)"),
+    true,
+  );
+  assertEquals(
+    message(["x"], { DENIT_GROUP: "maybe" }),
+    'Invalid value "maybe": use 1/true/yes/on or 0/false/no/off (from DENIT_GROUP)',
+  );
+  assertEquals(
+    message(["--nofile", "lots", "x"], {}).startsWith('Invalid open-file limit "lots"'),
+    true,
+  );
+});
+
+Deno.test("a misspelt DENIT_ variable is warned about with the closest known name", () => {
+  const c = config(["true"], { DENIT_GRACEE: "1s", DENIT_ZZZZZZZZZZZZZZZZ: "1", DENIT_GROUP: "1" });
+  assertEquals(c.warnings, [
+    "unknown variable DENIT_GRACEE is ignored; did you mean DENIT_GRACE?",
+    "unknown variable DENIT_ZZZZZZZZZZZZZZZZ is ignored",
+  ]);
+  assertEquals(config(["true"], { DENIT_GROUP: "1" }).warnings, []);
+});
+
+Deno.test("tini's variables work as aliases: switching from tini changes only the binary", () => {
+  const c = config(["true"], {
+    TINI_SUBREAPER: "",
+    TINI_KILL_PROCESS_GROUP: "1",
+    TINI_VERBOSITY: "3",
+  });
+  assertEquals([c.subreaper, c.group, c.logLevel], [true, true, "debug"]);
+  assertEquals(config(["true"], { TINI_VERBOSITY: "0" }).logLevel, "error");
+  // denit's own variable wins over tini's.
+  assertEquals(config(["true"], { TINI_VERBOSITY: "3", DENIT_LOG_LEVEL: "warn" }).logLevel, "warn");
+});
+
+Deno.test("--nofile: a number, max, or the default", () => {
+  assertEquals(config(["true"]).fileLimit, { kind: "default" });
+  assertEquals(config(["--nofile", "max", "true"]).fileLimit, { kind: "max" });
+  assertEquals(config(["true"], { DENIT_NOFILE: "4096" }).fileLimit, {
+    kind: "value",
+    value: 4096,
+  });
 });

@@ -11,6 +11,9 @@ export const FIXTURES = `${ROOT}fixtures`;
  */
 export const DENIT: readonly string[] = (() => {
   const exe = Deno.env.get("DENIT_EXE");
+  // Taken out of this process's environment, so that the denit under test does not inherit
+  // it (denit warns about DENIT_* variables it does not know).
+  Deno.env.delete("DENIT_EXE");
   if (exe !== undefined && exe !== "") return [exe];
   const bundle = Deno.env.get("DENIT_BUNDLE") ?? `${ROOT}dist/denit.js`;
   const permissions = Deno.readTextFileSync(`${ROOT}bin/permissions`).trim().split(/\s+/);

@@ -44,12 +44,17 @@ async function listening(port: number): Promise<void> {
   }
 }
 
+/**
+ * /healthz round trips, one every 100 ms, while `busy` runs; a probe still under way when
+ * `busy` ended (denit may be exiting) does not count.
+ */
 async function probesWhile(port: number, busy: Promise<unknown>): Promise<number[]> {
   const times: number[] = [];
   let done = false;
   void busy.finally(() => done = true);
   while (!done) {
-    times.push(await probeMs(port));
+    const ms = await probeMs(port);
+    if (!done) times.push(ms);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return times;
@@ -73,7 +78,7 @@ Deno.test("64 connections of 8 KiB heads: signals still forwarded, probes answer
   });
   await listening(port); // the probe then waits 200 ms before its first signal
   const attack = run([...HOSTILE, "spaces", String(port), "64", "2"], { timeoutMs: 30_000 });
-  const probes = await probesWhile(port, attack);
+  const probes = await probesWhile(port, Promise.race([attack, measuring]));
   const attacked = await attack;
   const result = await measuring;
   await Deno.remove(bin.slice(0, bin.lastIndexOf("/")), { recursive: true });
@@ -86,7 +91,7 @@ Deno.test("64 connections of 8 KiB heads: signals still forwarded, probes answer
   assertOk(figures.p99_us < 10_000, `signal p99 ${figures.p99_us} µs under the attack`);
   assertOk(Number(attacked.stdout.split(" ")[1]) > 100, `only ${attacked.stdout} answers`);
   const slowest = Math.max(...probes);
-  assertOk(probes.length >= 5 && slowest < 100, `probes took up to ${slowest} ms: ${probes}`);
+  assertOk(probes.length >= 3 && slowest < 100, `probes took up to ${slowest} ms: ${probes}`);
 });
 
 Deno.test("4,000 clients that never read: descriptors stay at the connection cap", async () => {

@@ -6,14 +6,17 @@ export interface ListenAddress {
   readonly port: number;
 }
 
-/** Parses "HOST:PORT", ":PORT" or "[V6]:PORT"; an empty host means every address. */
+/**
+ * Parses "HOST:PORT", ":PORT" or "[V6]:PORT"; an empty host means every address, "::" (which
+ * takes IPv4 too, as IPv4-mapped addresses, unless the host has no IPv6: see the server).
+ */
 export function parseListenAddress(text: string): ListenAddress {
   const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]*)):(\d{1,5})$/.exec(text.trim());
   const port = match === null ? NaN : Number(match[3]);
   if (match === null || port > 65535) {
     throw new RangeError(`Invalid address "${text}": use HOST:PORT, :PORT or [V6]:PORT`);
   }
-  const hostname = match[1] ?? (match[2] === "" || match[2] === undefined ? "0.0.0.0" : match[2]);
+  const hostname = match[1] ?? (match[2] === "" || match[2] === undefined ? "::" : match[2]);
   return Object.freeze({ hostname, port });
 }
 

@@ -39,3 +39,11 @@ export function undoRuntimeEnvironment(): EnvironmentRepair {
   else Deno.env.set("PATH", rest.join(":"));
   return { removed: [SHIM_ACTIVE, first] };
 }
+
+/** True when NODE_OPTIONS asks for an inspector (what `deno run` reads, cli/args/flags.rs). */
+export function asksForInspector(nodeOptions: string | undefined): boolean {
+  if (nodeOptions === undefined) return false;
+  return nodeOptions.split(/\s+/).some((word) =>
+    /^--inspect(-brk|-wait)?(=|$)/.test(word.replace(/^["']/, ""))
+  );
+}

@@ -38,6 +38,19 @@ const STARTING: Snapshot = Object.freeze({
   signalsForwarded: Object.freeze({}),
 });
 
+/**
+ * Binds; "::" (every address) falls back to "0.0.0.0" on a host without IPv6, where binding
+ * "::" fails for want of the address family, not because the port is taken.
+ */
+function listen(address: ListenAddress, handler: ConstructorParameters<typeof HttpServer>[1]) {
+  try {
+    return new HttpServer(address, handler);
+  } catch (err: unknown) {
+    if (address.hostname !== "::" || err instanceof Deno.errors.AddrInUse) throw err;
+    return new HttpServer({ hostname: "0.0.0.0", port: address.port }, handler);
+  }
+}
+
 /** Serves the endpoint on this worker thread until the main thread terminates it. */
 export function serveHealth(): void {
   const scope = globalThis as unknown as WorkerScope;
@@ -52,7 +65,7 @@ export function serveHealth(): void {
       processStats: () => stats.get(),
     };
     try {
-      const server = new HttpServer(address, (request) => route(source, request));
+      const server = listen(address, (request) => route(source, request));
       scope.postMessage({ type: "listening", port: server.address.port });
     } catch (err: unknown) {
       const kind = err instanceof Error ? err.name : "Error";

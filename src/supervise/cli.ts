@@ -50,8 +50,8 @@ export type Invocation =
 
 /** Default bound for leftovers between SIGTERM and SIGKILL once the child has exited. */
 export const DEFAULT_KILL_AFTER_MS = 3000;
-/** The health endpoint's default address, GOAT's port, on every IPv4 and IPv6 address. */
-export const DEFAULT_HEALTH: ListenAddress = Object.freeze({ hostname: "0.0.0.0", port: 7623 });
+/** The health endpoint's default address, GOAT's port, on every IPv6 and IPv4 address. */
+export const DEFAULT_HEALTH: ListenAddress = Object.freeze({ hostname: "::", port: 7623 });
 /** The open-file limit children get where the container's own is unknowable (`deno run`). */
 export const DEFAULT_FILE_LIMIT = 1024;
 
@@ -79,8 +79,9 @@ Options:
                            this long after SIGTERM (default 3s, 0 = at once)
       --nofile N|max       the child's open-file soft limit            DENIT_NOFILE=N|max
       --health             serve /healthz, /readyz, /status, /metrics  DENIT_HEALTH=1
-                           on port 7623 of every address
-      --health-addr ADDR   the same on HOST:PORT, :PORT or [V6]:PORT   DENIT_HEALTH_ADDR=ADDR
+                           on port 7623 of every address (IPv6 and IPv4)
+      --health-addr ADDR   the same on HOST:PORT, :PORT, [V6]:PORT     DENIT_HEALTH_ADDR=ADDR
+                           (:PORT and [::]:PORT: IPv6 and IPv4; 0.0.0.0:PORT: IPv4 only)
   -v, --verbose            more log lines on stderr (repeatable)       DENIT_LOG_LEVEL=error|warn|info|debug
   -h, --help               this text
       --version            denit's version

@@ -10,7 +10,7 @@ import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
 import type { Snapshot } from "../common/snapshot.ts";
-import { undoRuntimeEnvironment } from "../common/runtime.ts";
+import { asksForInspector, undoRuntimeEnvironment } from "../common/runtime.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { SignalInbox } from "./inbox.ts";
@@ -75,6 +75,7 @@ export async function superviseMain(
       removed: repair.removed.join(","),
     });
   }
+  await closeRuntimeInspector(log);
   let supervisorModule;
   try {
     // Loaded after parsing, so that --help and usage errors never need the C library.
@@ -99,6 +100,28 @@ export async function superviseMain(
   } finally {
     health?.close();
   }
+}
+
+/**
+ * `deno run` opens a V8 inspector on 127.0.0.1:9229 before any script runs when NODE_OPTIONS
+ * asks for one (an image that debugs a Node child sets it): anything in the pod's network
+ * could attach a debugger to PID 1, and the child would find its port taken. Closed here,
+ * before the child starts; the child still gets NODE_OPTIONS as it was. The compiled binary
+ * does not read NODE_OPTIONS at all. node:inspector (Deno's Node layer, about 10 MiB) is
+ * loaded only when NODE_OPTIONS asks.
+ */
+async function closeRuntimeInspector(log: Logger): Promise<void> {
+  if (Deno.build.standalone || !asksForInspector(Deno.env.get("NODE_OPTIONS"))) return;
+  const inspector = await import("node:inspector");
+  const url = inspector.url();
+  if (url === undefined) return;
+  inspector.close();
+  log.warn(
+    "closed the V8 inspector that NODE_OPTIONS opened in the runtime; the child still gets NODE_OPTIONS",
+    {
+      was: url.replace(/\/[0-9a-f-]{36}$/, ""),
+    },
+  );
 }
 
 async function startHealth(

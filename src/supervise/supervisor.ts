@@ -19,6 +19,7 @@ import {
   resetIfIgnored,
   sendSignal,
   setParentDeathSignal,
+  setThreadName,
   spawn,
   type SpawnResult,
 } from "../sys/process.ts";
@@ -157,6 +158,8 @@ export class Supervisor {
 
   #prepareProcess(): void {
     const { pdeathsig, subreaper } = this.#config;
+    // ps and top show the main thread's name: "denit", not the runtime's "deno".
+    setThreadName("denit");
     if (pdeathsig !== null) {
       const result = setParentDeathSignal(pdeathsig);
       if (!result.ok) this.#log.warn("cannot set parent-death signal", { errno: result.errno });

@@ -41,6 +41,42 @@ export const STATX = Object.freeze({
 /** struct linux_dirent64 (getdents64(2)). */
 export const DIRENT64 = Object.freeze({ ino: 0, reclen: 16, type: 18, name: 19 });
 
+/** What differs between the two architectures: open(2) flags and system call numbers. */
+export interface ArchConstants {
+  /** O_DIRECTORY and O_NOFOLLOW (fcntl.h). */
+  readonly directory: number;
+  readonly nofollow: number;
+  /** Numbers of the calls glibc wraps process-wide (asm/unistd.h). */
+  readonly setgroups: number;
+  readonly setresuid: number;
+  readonly setresgid: number;
+}
+
+/**
+ * Per architecture. x86_64: asm-generic/fcntl.h and arch/x86/entry/syscalls/syscall_64.tbl;
+ * aarch64: arch/arm64/include/uapi/asm/fcntl.h (the 32-bit ARM values) and
+ * asm-generic/unistd.h. tests/layout_test.ts checks the running one against the C headers
+ * and aarch64's numbers against asm-generic/unistd.h.
+ */
+export const ARCH_CONSTANTS: Readonly<Record<"x86_64" | "aarch64", ArchConstants>> = Object.freeze({
+  x86_64: Object.freeze({
+    directory: 0o200000,
+    nofollow: 0o400000,
+    setgroups: 116,
+    setresuid: 117,
+    setresgid: 119,
+  }),
+  aarch64: Object.freeze({
+    directory: 0o40000,
+    nofollow: 0o100000,
+    setgroups: 159,
+    setresuid: 147,
+    setresgid: 149,
+  }),
+});
+
+const THIS_ARCH = ARCH_CONSTANTS[ARM64 ? "aarch64" : "x86_64"];
+
 /** open(2) flags (fcntl.h); O_DIRECTORY and O_NOFOLLOW differ on arm64 (asm/fcntl.h). */
 export const O = Object.freeze({
   RDONLY: 0o0,
@@ -49,15 +85,15 @@ export const O = Object.freeze({
   CREAT: 0o100,
   EXCL: 0o200,
   NONBLOCK: 0o4000,
-  DIRECTORY: ARM64 ? 0o40000 : 0o200000,
-  NOFOLLOW: ARM64 ? 0o100000 : 0o400000,
+  DIRECTORY: THIS_ARCH.directory,
+  NOFOLLOW: THIS_ARCH.nofollow,
   CLOEXEC: 0o2000000,
   PATH: 0o10000000,
 });
 
 /** System call numbers (asm/unistd.h) for the calls glibc wraps process-wide. */
-export const SYS = Object.freeze(
-  ARM64
-    ? { setgroups: 159, setresuid: 147, setresgid: 149 }
-    : { setgroups: 116, setresuid: 117, setresgid: 119 },
-);
+export const SYS = Object.freeze({
+  setgroups: THIS_ARCH.setgroups,
+  setresuid: THIS_ARCH.setresuid,
+  setresgid: THIS_ARCH.setresgid,
+});

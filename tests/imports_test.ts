@@ -1,0 +1,73 @@
+/**
+ * The layout holds: imports point down (entries → programs → common and sys), no program
+ * imports another, and nothing in src/ imports an entry. Every import counts, `import type`
+ * and dynamic `import()` included.
+ */
+
+import { assertEquals } from "./assert.ts";
+import { ROOT } from "./helpers.ts";
+
+const PROGRAMS = ["supervise", "health", "copy"];
+
+/** "common", "sys", a program's name, "entry", or "outside". */
+function roomOf(path: string): string {
+  if (path === "mod.ts" || path === "init.ts") return "entry";
+  const match = /^src\/([^/]+)\//.exec(path);
+  return match?.[1] ?? "outside";
+}
+
+function resolve(from: string, specifier: string): string {
+  const parts = from.split("/").slice(0, -1);
+  for (const part of specifier.split("/")) {
+    if (part === "..") parts.pop();
+    else if (part !== ".") parts.push(part);
+  }
+  return parts.join("/");
+}
+
+function sources(dir: string): string[] {
+  const found: string[] = [];
+  for (const entry of Deno.readDirSync(`${ROOT}${dir}`)) {
+    const path = `${dir}/${entry.name}`;
+    if (entry.isDirectory) found.push(...sources(path));
+    else if (entry.name.endsWith(".ts")) found.push(path);
+  }
+  return found;
+}
+
+function importsOf(path: string): string[] {
+  const text = Deno.readTextFileSync(`${ROOT}${path}`);
+  const specifiers = [
+    ...text.matchAll(/(?:^|\n)\s*(?:import|export)[^;]*?from\s+"([^"]+)"/g),
+    ...text.matchAll(/import\(\s*"([^"]+)"\s*\)/g),
+  ].map((m) => m[1] ?? "");
+  return specifiers.filter((s) => s.startsWith(".")).map((s) => resolve(path, s));
+}
+
+function allowed(from: string, to: string): boolean {
+  const a = roomOf(from);
+  const b = roomOf(to);
+  if (b === "entry") return false; // nothing imports an entry
+  if (a === "entry") return true;
+  if (a === "common" || a === "sys") return b === a; // the bottom: only itself
+  if (PROGRAMS.includes(a)) return b === a || b === "common" || b === "sys";
+  return false;
+}
+
+Deno.test("imports point down and no program imports another", () => {
+  const files = ["mod.ts", "init.ts", ...sources("src")];
+  const wrong: string[] = [];
+  for (const file of files) {
+    for (const target of importsOf(file)) {
+      if (!allowed(file, target)) wrong.push(`${file} -> ${target}`);
+    }
+  }
+  assertEquals(wrong, []);
+});
+
+Deno.test("the import check can fail: a program importing another is caught", () => {
+  assertEquals(allowed("src/health/endpoint.ts", "src/supervise/machine.ts"), false);
+  assertEquals(allowed("src/common/log.ts", "src/sys/process.ts"), false);
+  assertEquals(allowed("src/copy/run.ts", "init.ts"), false);
+  assertEquals(allowed("src/copy/run.ts", "src/sys/files.ts"), true);
+});

@@ -1,0 +1,96 @@
+/**
+ * The struct layouts and constants of src/sys/layout.ts against the C library's headers on this
+ * machine (a C program built here prints them), and aarch64's system call numbers against the
+ * kernel's generic table.
+ */
+
+import { assertEquals, defined } from "./assert.ts";
+import { run } from "./helpers.ts";
+import {
+  ARCH_CONSTANTS,
+  DIRENT64,
+  FILE_ACTIONS_BYTES,
+  O,
+  RLIMIT,
+  SIGINFO,
+  SIGSET_BYTES,
+  SPAWNATTR_BYTES,
+  STATX,
+  SYS,
+} from "../src/sys/layout.ts";
+
+const PROGRAM = `
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+int main(void) {
+  printf("{\\"spawnattr\\":%zu,\\"fileActions\\":%zu,\\"sigset\\":%zu,", sizeof(posix_spawnattr_t),
+         sizeof(posix_spawn_file_actions_t), sizeof(sigset_t));
+  printf("\\"siginfo\\":{\\"bytes\\":%zu,\\"signo\\":%zu,\\"code\\":%zu,\\"pid\\":%zu,\\"status\\":%zu},",
+         sizeof(siginfo_t), offsetof(siginfo_t, si_signo), offsetof(siginfo_t, si_code),
+         offsetof(siginfo_t, si_pid), offsetof(siginfo_t, si_status));
+  printf("\\"rlimit\\":{\\"bytes\\":%zu,\\"cur\\":%zu,\\"max\\":%zu},", sizeof(struct rlimit),
+         offsetof(struct rlimit, rlim_cur), offsetof(struct rlimit, rlim_max));
+  printf("\\"statx\\":{\\"bytes\\":%zu,\\"nlink\\":%zu,\\"uid\\":%zu,\\"gid\\":%zu,\\"mode\\":%zu,\\"ino\\":%zu,"
+         "\\"size\\":%zu,\\"blocks\\":%zu,\\"atime\\":%zu,\\"mtime\\":%zu,\\"devMajor\\":%zu,\\"devMinor\\":%zu},",
+         sizeof(struct statx), offsetof(struct statx, stx_nlink), offsetof(struct statx, stx_uid),
+         offsetof(struct statx, stx_gid), offsetof(struct statx, stx_mode), offsetof(struct statx, stx_ino),
+         offsetof(struct statx, stx_size), offsetof(struct statx, stx_blocks),
+         offsetof(struct statx, stx_atime), offsetof(struct statx, stx_mtime),
+         offsetof(struct statx, stx_dev_major), offsetof(struct statx, stx_dev_minor));
+  printf("\\"dirent64\\":{\\"ino\\":%zu,\\"reclen\\":%zu,\\"type\\":%zu,\\"name\\":%zu},",
+         offsetof(struct dirent64, d_ino), offsetof(struct dirent64, d_reclen),
+         offsetof(struct dirent64, d_type), offsetof(struct dirent64, d_name));
+  printf("\\"O\\":{\\"RDONLY\\":%d,\\"WRONLY\\":%d,\\"RDWR\\":%d,\\"CREAT\\":%d,\\"EXCL\\":%d,\\"NONBLOCK\\":%d,"
+         "\\"DIRECTORY\\":%d,\\"NOFOLLOW\\":%d,\\"CLOEXEC\\":%d,\\"PATH\\":%d},",
+         O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_NONBLOCK, O_DIRECTORY, O_NOFOLLOW,
+         O_CLOEXEC, O_PATH);
+  printf("\\"SYS\\":{\\"setgroups\\":%d,\\"setresuid\\":%d,\\"setresgid\\":%d}}\\n", SYS_setgroups,
+         SYS_setresuid, SYS_setresgid);
+  return 0;
+}
+`;
+
+Deno.test("struct layouts and constants match this machine's C library", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-layout-" });
+  try {
+    await Deno.writeTextFile(`${dir}/layout.c`, PROGRAM);
+    const built = await run(["gcc", "-O0", "-o", `${dir}/layout`, `${dir}/layout.c`]);
+    assertEquals(built.code, 0, built.stderr);
+    const c = JSON.parse((await run([`${dir}/layout`])).stdout);
+    assertEquals(SPAWNATTR_BYTES, c.spawnattr);
+    assertEquals(FILE_ACTIONS_BYTES, c.fileActions);
+    assertEquals(SIGSET_BYTES, c.sigset);
+    assertEquals({ ...SIGINFO }, c.siginfo);
+    assertEquals({ ...RLIMIT }, c.rlimit);
+    assertEquals({ ...STATX }, c.statx);
+    assertEquals({ ...DIRENT64 }, c.dirent64);
+    assertEquals({ ...O }, c.O);
+    assertEquals({ ...SYS }, c.SYS);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("aarch64's system call numbers are those of the kernel's generic table", async () => {
+  // arm64 uses asm-generic/unistd.h (installed with the kernel headers on any architecture).
+  const table = await Deno.readTextFile("/usr/include/asm-generic/unistd.h");
+  const number = (name: string) =>
+    Number(defined(new RegExp(`#define __NR_${name} (\\d+)`).exec(table)?.[1], name));
+  const arm = ARCH_CONSTANTS.aarch64;
+  assertEquals(
+    [arm.setgroups, arm.setresuid, arm.setresgid],
+    [number("setgroups"), number("setresuid"), number("setresgid")],
+  );
+  // O_DIRECTORY and O_NOFOLLOW: arch/arm64/include/uapi/asm/fcntl.h keeps 32-bit ARM's
+  // 040000 and 0100000 (x86_64 has asm-generic's 0200000 and 0400000, checked above).
+  assertEquals([arm.directory, arm.nofollow], [0o40000, 0o100000]);
+});
