@@ -237,19 +237,55 @@ Deno.test("FIFOs and sockets are reported and skipped; --strict refuses before w
   });
 });
 
-Deno.test("--verify and --sync copy and report as usual; --dry-run writes nothing", async () => {
+/** The system calls a run made, counted by name (strace -f, every thread). */
+async function syscalls(argv: string[], names: string[]): Promise<Map<string, number>> {
+  const log = await Deno.makeTempFile();
+  try {
+    const result = await run([
+      "strace",
+      "-f",
+      "-qq",
+      "-e",
+      `trace=${names.join(",")}`,
+      "-o",
+      log,
+      ...argv,
+    ]);
+    assertEquals(result.code, 0, result.stderr);
+    const counts = new Map<string, number>();
+    for (const line of (await Deno.readTextFile(log)).split("\n")) {
+      const name = /^\d+\s+([a-z0-9_]+)\(/.exec(line)?.[1];
+      if (name !== undefined) counts.set(name, (counts.get(name) ?? 0) + 1);
+    }
+    return counts;
+  } finally {
+    await Deno.remove(log);
+  }
+}
+
+Deno.test("--verify reads every file back, --sync flushes files and directories", async () => {
   await withDirs(async (dir) => {
     await makeSource(`${dir}/src`);
-    const verified = await run([
-      ...DENIT,
-      "copy",
-      "--verify",
-      "--sync",
-      `${dir}/src/.`,
-      `${dir}/dest`,
-    ]);
-    assertEquals(verified.code, 0, verified.stderr);
+    const names = ["pread64", "fsync"];
+    // The runtime itself reads with pread64 (its code, its data): the baseline is a plain copy.
+    const plain = await syscalls([...DENIT, "copy", `${dir}/src/.`, `${dir}/plain`], names);
+    assertEquals(plain.get("fsync") ?? 0, 0);
+    const both = await syscalls(
+      [...DENIT, "copy", "--verify", "--sync", `${dir}/src/.`, `${dir}/dest`],
+      names,
+    );
+    // Three files with contents, each read back on both sides; four files and five
+    // directories flushed.
+    const readBack = (both.get("pread64") ?? 0) - (plain.get("pread64") ?? 0);
+    assertOk(readBack >= 6, `${readBack} more pread64 calls with --verify`);
+    assertOk((both.get("fsync") ?? 0) >= 9, `fsync: ${both.get("fsync")}`);
     assertEquals(await tree(`${dir}/dest`), await tree(`${dir}/src`));
+  });
+});
+
+Deno.test("--dry-run prints the plan and writes nothing", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
     const dry = await run([...DENIT, "copy", "--dry-run", `${dir}/src`, `${dir}/dry`]);
     assertEquals(dry.code, 0);
     assertMatch(dry.stdout, /^mkdir .*\/dry\/src\n/m);

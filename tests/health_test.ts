@@ -180,25 +180,36 @@ Deno.test("404, 405 with Allow, HEAD without a body, bad requests", async () => 
   }
 });
 
-Deno.test("IPv6 loopback works", async () => {
-  let v6 = true;
+const HAS_IPV6 = (() => {
   try {
     Deno.listen({ hostname: "::1", port: 0 }).close();
+    return true;
   } catch {
-    v6 = false;
+    return false; // no IPv6 on this machine: the IPv6 tests say so
   }
-  if (!v6) {
-    // deno-lint-ignore no-console -- a skipped check must say why
-    console.warn("SKIP IPv6 health check: this machine has no ::1");
-    return;
-  }
-  const port = freePort();
-  const proc = await sleeper(`[::1]:${port}`);
-  try {
-    assertEquals((await get(port, "/readyz", "GET", "::1")).status, 200);
-  } finally {
-    await proc.stop();
-  }
+})();
+
+Deno.test({
+  name: "IPv6 loopback works; :PORT answers on IPv6 and IPv4 alike",
+  ignore: !HAS_IPV6, // this machine has no ::1
+  async fn() {
+    const port = freePort();
+    const proc = await sleeper(`[::1]:${port}`);
+    try {
+      assertEquals((await get(port, "/readyz", "GET", "::1")).status, 200);
+    } finally {
+      await proc.stop();
+    }
+    // The default (every address) is dual-stack: probes over either family get through.
+    const both = freePort();
+    const dual = await sleeper(`:${both}`);
+    try {
+      assertEquals((await get(both, "/healthz", "GET", "::1")).status, 200);
+      assertEquals((await get(both, "/healthz", "GET", "127.0.0.1")).status, 200);
+    } finally {
+      await dual.stop();
+    }
+  },
 });
 
 Deno.test("address in use or unusable: exit 125, one line, the child never starts", async () => {
