@@ -678,3 +678,24 @@ Deno.test("a directory of DEST swapped for a symlink during the copy: nothing la
     }
   });
 });
+
+Deno.test("DEST must be a directory: one line says so; usage errors say what is missing", async () => {
+  await withDirs(async (dir) => {
+    await makeSource(`${dir}/src`);
+    await Deno.writeTextFile(`${dir}/file`, "x");
+    const result = await run([...DENIT, "copy", `${dir}/src/blob`, `${dir}/file`]);
+    assertEquals(result.code, 1);
+    assertEquals(
+      result.stderr,
+      `denit copy: Cannot copy into "${dir}/file": DEST must be a directory (it is created if missing)\n`,
+    );
+    const usage = await run([...DENIT, "copy", `${dir}/src`]);
+    assertEquals(usage.code, 2);
+    assertEquals(usage.stderr.split("\n").slice(0, 2), [
+      "denit: Missing SRC or DEST: copy takes one or more SRC, then DEST",
+      "Usage: denit copy [OPTIONS] SRC... DEST",
+    ]);
+    const one = await run([...DENIT, "copy", `${dir}/src/blob`, `${dir}/single`]);
+    assertMatch(one.stderr, /^denit copy: 1 file, 0 directories, 0 links, /);
+  });
+});

@@ -277,3 +277,13 @@ Deno.test("the signal listeners come before denit's start-up work", async () => 
   assertOk(median(started) > median(bare) + 40, report);
   assertOk(median(denit) < median(bare) + 10, report);
 });
+
+Deno.test("ps and top show denit, not the runtime's name", async () => {
+  const proc = new Running([...DENIT, "-s", "--", "sh", "-c", "echo ready; exec sleep 30"]);
+  try {
+    await proc.waitFor(/^ready$/);
+    assertEquals(await Deno.readTextFile(`/proc/${proc.child.pid}/comm`), "denit\n");
+  } finally {
+    await proc.stop();
+  }
+});

@@ -4,14 +4,16 @@ import { assertEquals, assertOk } from "./assert.ts";
 import { ExitCode } from "../src/common/exit_codes.ts";
 import { FORWARDED } from "../src/supervise/signals.ts";
 import { VERSION } from "../src/common/version.ts";
-import { ROOT } from "./helpers.ts";
+import { DENIT, ROOT, run } from "./helpers.ts";
+import { HELP, OPTIONS, VARIABLES } from "../src/supervise/cli.ts";
+import { statusDocument } from "../src/health/endpoint.ts";
 
 const README = Deno.readTextFileSync(`${ROOT}README.md`);
 
-function section(title: string): string {
-  const start = README.indexOf(`### ${title}`);
+function section(title: string, level = "###"): string {
+  const start = README.indexOf(`\n${level} ${title}\n`);
   assertOk(start >= 0, `README has no "${title}" section`);
-  const end = README.indexOf("\n#", start + 4);
+  const end = README.indexOf(`\n${level} `, start + level.length + 2);
   return README.slice(start, end < 0 ? undefined : end);
 }
 
@@ -39,4 +41,112 @@ Deno.test("README signal table names every forwarded signal", () => {
 Deno.test("deno.json and src/version.ts agree on the version; Makefile pins Deno 2.9.1", () => {
   assertEquals(JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).version, VERSION);
   assertOk(/^DENO_VERSION := 2\.9\.1$/m.test(Deno.readTextFileSync(`${ROOT}Makefile`)));
+});
+
+/** One `$ command` of an example and the output written under it. */
+interface Transcript {
+  readonly command: string;
+  readonly output: string;
+}
+
+/** The ```console blocks that follow a `<!-- runs in tests -->` line, as commands and output. */
+function runnableExamples(): Transcript[][] {
+  const blocks: Transcript[][] = [];
+  const pattern = /<!-- runs in tests -->\n\n```console\n([\s\S]*?)\n```/g;
+  for (const match of README.matchAll(pattern)) {
+    const steps: Array<{ command: string; output: string[] }> = [];
+    for (const line of (match[1] ?? "").split("\n")) {
+      if (line.startsWith("$ ")) steps.push({ command: line.slice(2), output: [] });
+      else steps.at(-1)?.output.push(line);
+    }
+    blocks.push(steps.map((step) => ({ command: step.command, output: step.output.join("\n") })));
+  }
+  return blocks;
+}
+
+Deno.test("the README's marked examples run as written and print what they show", async () => {
+  const examples = runnableExamples();
+  assertOk(examples.length >= 2, `only ${examples.length} examples found`);
+  const bin = await Deno.makeTempDir({ prefix: "denit-readme-bin-" });
+  try {
+    // `denit` on PATH: the denit under test.
+    const quoted = DENIT.map((word) => `'${word.replaceAll("'", `'"'"'`)}'`).join(" ");
+    await Deno.writeTextFile(`${bin}/denit`, `#!/bin/sh\nexec ${quoted} "$@"\n`, { mode: 0o755 });
+    for (const example of examples) {
+      const tmp = await Deno.makeTempDir({ prefix: "denit-readme-" });
+      try {
+        for (const step of example) {
+          const result = await run(["bash", "-c", step.command], {
+            env: { PATH: `${bin}:${Deno.env.get("PATH") ?? "/usr/bin:/bin"}`, TMP: tmp },
+            timeoutMs: 60_000,
+          });
+          assertEquals(result.code, 0, `$ ${step.command}\n${result.stderr}`);
+          assertEquals(result.stdout.trimEnd(), step.output, `$ ${step.command}`);
+        }
+      } finally {
+        await Deno.remove(tmp, { recursive: true });
+      }
+    }
+  } finally {
+    await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("--help and the README agree: usage lines, every option, every variable", () => {
+  const usage = /```\n(denit \[OPTIONS\][\s\S]*?)\n```/.exec(README)?.[1]?.split("\n") ?? [];
+  const helpUsage = HELP.split("\n").slice(0, 3).map((line) => line.replace(/^(Usage: |\s+)/, ""));
+  assertEquals(usage, helpUsage);
+  const table = section("Usage", "##");
+  for (const spec of OPTIONS) {
+    for (const name of spec.names) {
+      assertOk(HELP.includes(name), `--help lacks ${name}`);
+      assertOk(
+        table.includes(`\`${name}`) || table.includes(`, \`${name}`),
+        `README lacks ${name}`,
+      );
+    }
+  }
+  for (const variable of VARIABLES) {
+    assertOk(HELP.includes(variable), `--help lacks ${variable}`);
+    assertOk(table.includes(variable), `README lacks ${variable}`);
+  }
+  assertOk(HELP.includes("DENIT_LOG_LEVEL=error|warn|info|debug"));
+});
+
+Deno.test("README's /status fields are the document's fields", () => {
+  const row = README.split("\n").find((line) => line.includes("`GET /status`")) ?? "";
+  const named = new Set([...row.matchAll(/`([a-zA-Z]+)`/g)].map((m) => m[1]));
+  const source = {
+    snapshot: () => ({
+      state: "running" as const,
+      pid: 7,
+      startedAtMs: 0,
+      exitedAtMs: null,
+      exitCode: null,
+      exitSignal: null,
+      zombiesReaped: 0,
+      signalsForwarded: {},
+    }),
+    supervisorStartedAtMs: 0,
+    lastBeatMs: () => 0,
+    processStats: () => ({
+      residentBytes: 0,
+      virtualBytes: 0,
+      startTimeSeconds: 0,
+      cpuSecondsTotal: 0,
+      openFds: 0,
+      maxFds: 0,
+    }),
+  };
+  const document = statusDocument(source, 0);
+  const keys = new Set<string>();
+  const walk = (value: unknown) => {
+    if (value === null || typeof value !== "object") return;
+    for (const [key, inner] of Object.entries(value)) {
+      keys.add(key);
+      if (key !== "signalsForwarded") walk(inner);
+    }
+  };
+  walk(document);
+  for (const key of keys) assertOk(named.has(key), `README's /status row lacks ${key}`);
 });

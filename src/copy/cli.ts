@@ -103,10 +103,10 @@ export function parseCopyInvocation(args: readonly string[]): CopyInvocation | "
   const positional = scan.positional;
   const dest = positional.at(-1);
   if (mode === "copy" && (positional.length < 2 || dest === undefined)) {
-    throw new UsageError("denit copy needs SRC... DEST");
+    throw new UsageError("Missing SRC or DEST: copy takes one or more SRC, then DEST");
   }
   if (mode === "init" && (positional.length !== 1 || dest === undefined)) {
-    throw new UsageError("denit init needs one DEST");
+    throw new UsageError("Expected one DEST: init takes DEST, and PATHs only with --with");
   }
   const chown = settings.last("chown");
   const chmod = settings.last("chmod");

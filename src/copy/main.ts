@@ -220,7 +220,8 @@ export async function copyMain(args: readonly string[]): Promise<number> {
     invocation = parseCopyInvocation(args);
   } catch (err: unknown) {
     if (!(err instanceof UsageError)) throw err;
-    const usage = COPY_HELP.split("\n")[mode === "copy" ? 0 : 1]?.trim() ?? "";
+    const line = COPY_HELP.split("\n")[mode === "copy" ? 0 : 1]?.trim() ?? "";
+    const usage = line.startsWith("Usage: ") ? line : `Usage: ${line}`;
     printErr(`denit: ${err.message}\n${usage}`);
     printErr(`Try 'denit ${mode} --help' for more information.`);
     return ExitCode.USAGE;

@@ -144,32 +144,44 @@ interface Batch {
 
 /** Two worker threads that copy batches of files. */
 class WorkerPool {
-  readonly #workers: Array<{ worker: Worker; inFlight: number }> = [];
+  readonly #workers: Array<{ worker: Worker; inFlight: number; ready: Promise<void> }> = [];
   readonly #waiting = new Map<number, (outcomes: JobOutcome[]) => void>();
   readonly #inFlight = new Set<Promise<void>>();
+  /** Why a worker failed: from then on every batch fails with this message. */
+  #broken: string | null = null;
   #next = 0;
 
   constructor(count: number, options: CopyOptions, stop: StopFlag) {
     for (let i = 0; i < count; i++) {
       // The entry module (bundle, compiled binary or mod.ts) is also the worker's module.
       const worker = new Worker(Deno.mainModule, { type: "module", name: COPY_WORKER_NAME });
+      const ready = Promise.withResolvers<void>();
       worker.onmessage = (event: MessageEvent<FromWorker>) => {
-        this.#waiting.get(event.data.id)?.(event.data.outcomes);
-        this.#waiting.delete(event.data.id);
+        const message = event.data;
+        if (message.type === "ready") {
+          // Messages sent before the worker listens could be lost: none is sent before this.
+          worker.postMessage({ type: "start", options, stop: stop.buffer } satisfies ToWorker);
+          ready.resolve();
+          return;
+        }
+        this.#waiting.get(message.id)?.(message.outcomes);
+        this.#waiting.delete(message.id);
       };
       worker.onerror = (event: ErrorEvent) => {
         event.preventDefault();
-        const failed = (outcomes: number) =>
-          Array.from({ length: outcomes }, (): JobOutcome => ({
-            ok: false,
-            message: `Copy worker failed: ${event.message}`,
-            signo: null,
-          }));
-        for (const [id, resolve] of this.#waiting) resolve(failed(BATCH)), this.#waiting.delete(id);
+        this.#broken = `Copy worker failed: ${event.message}`;
+        ready.resolve();
+        for (const [id, resolve] of this.#waiting) {
+          resolve(this.#failed(BATCH)), this.#waiting.delete(id);
+        }
       };
-      worker.postMessage({ type: "start", options, stop: stop.buffer } satisfies ToWorker);
-      this.#workers.push({ worker, inFlight: 0 });
+      this.#workers.push({ worker, inFlight: 0, ready: ready.promise });
     }
+  }
+
+  #failed(count: number): JobOutcome[] {
+    const message = this.#broken ?? "Copy worker failed";
+    return Array.from({ length: count }, (): JobOutcome => ({ ok: false, message, signo: null }));
   }
 
   /** Sends a batch to a worker with room; waits for room first. `done` gets the outcomes. */
@@ -177,6 +189,8 @@ class WorkerPool {
     for (;;) {
       const free = this.#workers.find((w) => w.inFlight < DEPTH);
       if (free !== undefined) {
+        await free.ready;
+        if (this.#broken !== null) return done(this.#failed(jobs.length));
         const id = this.#next++;
         free.inFlight++;
         const answered = new Promise<void>((resolve) => {

@@ -24,8 +24,10 @@ export type JobOutcome =
   | { ok: true; bytes: number; misses: readonly XattrMiss[]; deferred: boolean }
   | { ok: false; message: string; signo: number | null };
 
-/** Worker → main thread. */
-export type FromWorker = { type: "batch-done"; id: number; outcomes: JobOutcome[] };
+/** Worker → main thread: ready for messages (sent first), then one answer per batch. */
+export type FromWorker =
+  | { type: "ready" }
+  | { type: "batch-done"; id: number; outcomes: JobOutcome[] };
 
 interface WorkerScope {
   onmessage: ((event: MessageEvent<ToWorker>) => void) | null;
@@ -56,6 +58,8 @@ export function serveCopyJobs(): void {
       });
     });
   };
+  // Only now can a message be received: the main thread waits for this before sending any.
+  scope.postMessage({ type: "ready" });
 }
 
 async function runBatch(

@@ -168,20 +168,23 @@ export async function startHealth(
 ): Promise<HealthHandle> {
   const board = new SnapshotBoard();
   board.beat(Date.now());
-  const worker = new Worker(Deno.mainModule, { type: "module", name: HEALTH_WORKER_NAME });
-  const answer = Promise.withResolvers<FromHealthWorker>();
-  worker.onmessage = (event: MessageEvent<FromHealthWorker>) => answer.resolve(event.data);
-  worker.onerror = (event: ErrorEvent) => {
-    event.preventDefault();
-    answer.resolve({ type: "failed", kind: "Error", message: event.message });
-  };
   const start: ToHealthWorker = {
     type: "start",
     address,
     board: board.buffer,
     supervisorStartedAtMs,
   };
-  worker.postMessage(start);
+  const worker = new Worker(Deno.mainModule, { type: "module", name: HEALTH_WORKER_NAME });
+  const answer = Promise.withResolvers<FromHealthWorker>();
+  worker.onmessage = (event: MessageEvent<FromHealthWorker>) => {
+    // Sent only once the worker listens for messages (one sent earlier could be lost).
+    if (event.data.type === "ready") worker.postMessage(start);
+    else answer.resolve(event.data);
+  };
+  worker.onerror = (event: ErrorEvent) => {
+    event.preventDefault();
+    answer.resolve({ type: "failed", kind: "Error", message: event.message });
+  };
   const reply = await answer.promise;
   if (reply.type === "failed") {
     worker.terminate();

@@ -19,6 +19,7 @@ export type ToHealthWorker = {
 
 /** Worker → main thread: listening, or why not (the Deno error class name and message). */
 export type FromHealthWorker =
+  | { type: "ready" }
   | { type: "listening"; port: number }
   | { type: "failed"; kind: string; message: string };
 
@@ -73,4 +74,6 @@ export function serveHealth(): void {
       scope.postMessage({ type: "failed", kind, message });
     }
   };
+  // Only now can a message be received: the main thread waits for this before sending one.
+  scope.postMessage({ type: "ready" });
 }
