@@ -150,3 +150,11 @@ Deno.test("README's /status fields are the document's fields", () => {
   walk(document);
   for (const key of keys) assertOk(named.has(key), `README's /status row lacks ${key}`);
 });
+
+Deno.test("the README's first command, make demo, runs and shows what it says", async () => {
+  const result = await run(["make", "-s", "-C", ROOT, "demo"], { timeoutMs: 60_000 });
+  assertEquals(result.code, 0, result.stderr);
+  assertOk(result.stdout.includes("child: got SIGTERM, exiting with 0"), result.stdout);
+  assertOk(result.stdout.includes("demo: denit exited with 0 (the child's status)"), result.stdout);
+  assertOk(/reaped count=\d+/.test(result.stderr), result.stderr);
+});
