@@ -10,7 +10,12 @@
  */
 
 import { SignalInbox } from "./src/supervise/inbox.ts";
-import { COPY_WORKER_NAME, HEALTH_WORKER_NAME, workerName } from "./src/common/workers.ts";
+import {
+  COPY_WORKER_NAME,
+  HEALTH_WORKER_NAME,
+  SPAWN_WORKER_NAME,
+  workerName,
+} from "./src/common/workers.ts";
 
 export { ExitCode } from "./src/common/exit_codes.ts";
 
@@ -32,4 +37,6 @@ export async function main(args: readonly string[]): Promise<number> {
 const worker = workerName();
 if (worker === COPY_WORKER_NAME) (await import("./src/copy/worker.ts")).serveCopyJobs();
 else if (worker === HEALTH_WORKER_NAME) (await import("./src/health/worker.ts")).serveHealth();
-else if (import.meta.main) Deno.exit(await main(Deno.args));
+else if (worker === SPAWN_WORKER_NAME) {
+  await (await import("./src/supervise/spawner.ts")).serveSpawns();
+} else if (import.meta.main) Deno.exit(await main(Deno.args));

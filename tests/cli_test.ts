@@ -79,6 +79,65 @@ Deno.test("every flag has a DENIT_* twin, and flags win", () => {
   assertEquals(config(["true"], { DENIT_GROUP: "0" }).group, false);
 });
 
+Deno.test("lifecycle controls: flags, DENIT_* twins, defaults that change nothing", () => {
+  const plain = config(["true"]);
+  assertEquals(
+    [plain.shutdownDelayMs, plain.timeoutMs, plain.user, plain.readyWhen, plain.waitDescendants],
+    [0, null, null, null, false],
+  );
+  const env = {
+    DENIT_SHUTDOWN_DELAY: "5s",
+    DENIT_TIMEOUT: "1h",
+    DENIT_USER: "1001:123",
+    DENIT_READY_WHEN: "http:8080/healthz",
+    DENIT_HEALTH: "1",
+    DENIT_WAIT_DESCENDANTS: "yes",
+  };
+  const c = config(["true"], env);
+  assertEquals(c.shutdownDelayMs, 5000);
+  assertEquals(c.timeoutMs, 3_600_000);
+  assertEquals(c.user, "1001:123");
+  assertEquals(c.readyWhen, { kind: "http", port: 8080, path: "/healthz" });
+  assertEquals(c.waitDescendants, true);
+  const flags = config([
+    "--shutdown-delay",
+    "1s",
+    "--timeout=30s",
+    "-u",
+    "nobody",
+    "--ready-when",
+    "notify",
+    "true",
+  ], env);
+  assertEquals([flags.shutdownDelayMs, flags.timeoutMs, flags.user], [1000, 30_000, "nobody"]);
+  assertEquals(flags.readyWhen, { kind: "notify" });
+  assertEquals(config(["--ready-when", "tcp:5432", "--health", "x"]).readyWhen, {
+    kind: "tcp",
+    port: 5432,
+  });
+  assertEquals(config(["--ready-when", "file:/tmp/up", "--health", "x"]).readyWhen, {
+    kind: "file",
+    path: "/tmp/up",
+  });
+  assertEquals(config(["--ready-when", "http:80", "--health", "x"]).readyWhen, {
+    kind: "http",
+    port: 80,
+    path: "/",
+  });
+  for (
+    const args of [
+      ["--ready-when", "tcp:1", "x"],
+      ["--health", "--ready-when", "tcp:0", "x"],
+      ["--health", "--ready-when", "http:80/a b", "x"],
+      ["--health", "--ready-when", "file:", "x"],
+      ["--timeout", "soon", "x"],
+      ["--shutdown-delay", "-1s", "x"],
+    ]
+  ) {
+    assertThrows(() => parseInvocation(args, {}), UsageError, /^[A-Z][^\n]*[^.]$/);
+  }
+});
+
 Deno.test("help and version win over everything else", () => {
   assertEquals(parseInvocation(["-v", "-h"], {}).kind, "help");
   assertEquals(parseInvocation(["--version"], {}).kind, "version");

@@ -9,6 +9,7 @@ import { assertEquals, assertOk } from "./assert.ts";
 import { FIXTURES } from "./helpers.ts";
 import { parseInvocation } from "../src/supervise/cli.ts";
 import { parseCopyInvocation } from "../src/copy/cli.ts";
+import { ABANDON_MS } from "../src/supervise/machine.ts";
 
 interface ContainerShape {
   name: string;
@@ -60,9 +61,22 @@ for (const file of files) {
       if (invocation.kind !== "run") return;
       const { config } = invocation;
       if (config.graceMs !== null) {
+        // The README's stop budget: delay + grace + ABANDON_MS, with a second to spare.
+        const budget = config.shutdownDelayMs + config.graceMs + ABANDON_MS + 1000;
         assertOk(
-          (spec.terminationGracePeriodSeconds ?? 30) * 1000 > config.graceMs,
-          "terminationGracePeriodSeconds must exceed --grace",
+          (spec.terminationGracePeriodSeconds ?? 30) * 1000 >= budget,
+          `${container.name}: terminationGracePeriodSeconds must cover ${budget} ms`,
+        );
+      }
+      const appPorts = (container.ports ?? []).filter((p) =>
+        p.containerPort !== config.health?.port
+      );
+      if (appPorts.length > 0) {
+        const check = config.readyWhen;
+        assertOk(
+          check !== null && (check.kind === "tcp" || check.kind === "http") &&
+            appPorts.some((p) => p.containerPort === check.port),
+          `${container.name} has an app port: --ready-when should check it`,
         );
       }
       for (const probe of [container.livenessProbe, container.readinessProbe]) {

@@ -9,6 +9,7 @@ import {
   INITIAL_STATE,
   type Policy,
   type State,
+  TIMED_OUT,
   transition,
 } from "../src/supervise/machine.ts";
 
@@ -17,16 +18,51 @@ const POLICY: Policy = {
   graceMs: 500,
   killAfterMs: 1000,
   remapExit: new Set([143]),
+  shutdownDelayMs: 0,
+  timeoutMs: null,
+  waitDescendants: false,
 };
 const RUNNING: State = { name: "running", pid: 10, target: -10 };
-const STOPPING: State = { name: "stopping", pid: 10, target: -10, forced: false };
-const FORCED: State = { name: "stopping", pid: 10, target: -10, forced: true };
+const STOPPING: State = {
+  name: "stopping",
+  pid: 10,
+  target: -10,
+  forced: false,
+  draining: null,
+  cause: "signal",
+};
+const FORCED: State = {
+  name: "stopping",
+  pid: 10,
+  target: -10,
+  forced: true,
+  draining: null,
+  cause: "signal",
+};
 const EXITED: State = {
   name: "exited",
   pid: 10,
   status: { kind: "exited", code: 4 },
   exitCode: 4,
   phase: "terminating",
+};
+const DELAY: Policy = { ...POLICY, shutdownDelayMs: 2000 };
+const DRAINING: State = {
+  name: "stopping",
+  pid: 10,
+  target: -10,
+  forced: false,
+  draining: 15,
+  cause: "signal",
+};
+const TIMEOUT: Policy = { ...POLICY, timeoutMs: 60_000 };
+const WAIT: Policy = { ...POLICY, waitDescendants: true };
+const WAITING: Extract<State, { name: "exited" }> = {
+  name: "exited",
+  pid: 10,
+  status: { kind: "exited", code: 4 },
+  exitCode: 4,
+  phase: "waiting",
 };
 const signal = (signo: number): Event => ({ type: "signal-received", signo });
 const forward = (signo: number, received: number): Effect => ({
@@ -218,6 +254,165 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     RUNNING,
     [],
   ],
+  // --shutdown-delay
+  ["a first TERM is held for the delay", RUNNING, signal(15), DELAY, DRAINING, [
+    { type: "hold-signal", signo: 15, ms: 2000 },
+    { type: "start-timer", timer: "delay", ms: 2000 },
+  ]],
+  ["QUIT is not held: only the stop requests of docker and kubelet", RUNNING, signal(3), DELAY, {
+    ...STOPPING,
+  }, [forward(3, 3), { type: "start-timer", timer: "grace", ms: 500 }]],
+  [
+    "the delay's end forwards the held signal and starts grace",
+    DRAINING,
+    {
+      type: "delay-expired",
+    },
+    DELAY,
+    STOPPING,
+    [forward(3, 15), { type: "start-timer", timer: "grace", ms: 500 }],
+  ],
+  [
+    "a second stop signal during the delay goes through at once",
+    DRAINING,
+    signal(2),
+    DELAY,
+    STOPPING,
+    [
+      { type: "cancel-timer", timer: "delay" },
+      forward(2, 2),
+      { type: "start-timer", timer: "grace", ms: 500 },
+    ],
+  ],
+  [
+    "a non-stop signal during the delay is forwarded, the delay goes on",
+    DRAINING,
+    signal(10),
+    DELAY,
+    DRAINING,
+    [
+      forward(10, 10),
+    ],
+  ],
+  [
+    "the child exiting during the delay cancels it",
+    DRAINING,
+    {
+      type: "child-exited",
+      status: { kind: "exited", code: 0 },
+      othersLeft: false,
+    },
+    DELAY,
+    { ...EXITED, status: { kind: "exited", code: 0 }, exitCode: 0 },
+    [
+      { type: "cancel-timer", timer: "delay" },
+      { type: "cancel-timer", timer: "grace" },
+      { type: "finish", exitCode: 0, outcome: "done" },
+    ],
+  ],
+  // --timeout
+  [
+    "the child's start arms the deadline",
+    INITIAL_STATE,
+    { type: "child-started", pid: 10, target: -10 },
+    TIMEOUT,
+    RUNNING,
+    [{ type: "start-timer", timer: "deadline", ms: 60_000 }],
+  ],
+  [
+    "the deadline TERMs the child and starts grace",
+    RUNNING,
+    { type: "deadline-expired" },
+    TIMEOUT,
+    {
+      ...STOPPING,
+      cause: "timeout",
+    },
+    [
+      { type: "time-out", target: -10, term: true },
+      { type: "start-timer", timer: "grace", ms: 500 },
+    ],
+  ],
+  [
+    "without grace the deadline kills at once",
+    RUNNING,
+    { type: "deadline-expired" },
+    {
+      ...TIMEOUT,
+      graceMs: null,
+    },
+    { ...FORCED, cause: "timeout" },
+    [{ type: "force-kill", target: -10 }],
+  ],
+  [
+    "a deadline during a stop keeps its grace timer",
+    STOPPING,
+    { type: "deadline-expired" },
+    TIMEOUT,
+    {
+      ...STOPPING,
+      cause: "timeout",
+    },
+    [{ type: "time-out", target: -10, term: false }],
+  ],
+  [
+    "a timed-out child exits 124 whatever its status",
+    { ...STOPPING, cause: "timeout" },
+    {
+      type: "child-exited",
+      status: { kind: "signaled", signo: 15, coreDumped: false },
+      othersLeft: false,
+    },
+    TIMEOUT,
+    {
+      ...EXITED,
+      status: { kind: "signaled", signo: 15, coreDumped: false },
+      exitCode: TIMED_OUT,
+    },
+    [
+      { type: "cancel-timer", timer: "deadline" },
+      { type: "cancel-timer", timer: "grace" },
+      { type: "finish", exitCode: 124, outcome: "done" },
+    ],
+  ],
+  // --wait-descendants
+  [
+    "with --wait-descendants the child's exit leaves the others running",
+    RUNNING,
+    {
+      type: "child-exited",
+      status: { kind: "exited", code: 4 },
+      othersLeft: true,
+    },
+    WAIT,
+    WAITING,
+    [],
+  ],
+  ["while waiting, signals go to the descendants", WAITING, signal(10), WAIT, WAITING, [
+    { type: "signal-descendants", signo: 10 },
+  ]],
+  ["while waiting, a stop signal ends the wait with 128+N and grace", WAITING, signal(15), WAIT, {
+    ...WAITING,
+    exitCode: 143,
+  }, [{ type: "signal-descendants", signo: 3 }, { type: "start-timer", timer: "grace", ms: 500 }]],
+  [
+    "when the descendants are gone, the child's code",
+    WAITING,
+    { type: "children-gone" },
+    WAIT,
+    WAITING,
+    [
+      { type: "cancel-timer", timer: "grace" },
+      { type: "finish", exitCode: 4, outcome: "done" },
+    ],
+  ],
+  ["grace ends the wait with SIGKILL", WAITING, { type: "grace-expired" }, WAIT, {
+    ...WAITING,
+    phase: "killing",
+  }, [
+    { type: "signal-leftovers", signo: 9 },
+    { type: "start-timer", timer: "kill", ms: ABANDON_MS },
+  ]],
 ];
 
 for (const [name, state, event, policy, nextState, effects] of TABLE) {

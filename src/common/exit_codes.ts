@@ -6,6 +6,8 @@ export const ExitCode = {
   COPY_FAILED: 1,
   /** Usage error: one line naming the problem, then a pointer to `--help`. */
   USAGE: 2,
+  /** `--timeout`: the child's deadline passed (as coreutils `timeout` exits). */
+  TIMED_OUT: 124,
   /** denit itself failed before or around the child (libc, health address, internal error). */
   INTERNAL: 125,
   /** The command was found but could not be executed (permission, format). */

@@ -4,6 +4,8 @@
  * programs that report on it, so that neither imports the other.
  */
 
+import type { ReadyCheck } from "./ready.ts";
+
 /** The supervisor's state names, as /status reports them. */
 export type StateName = "starting" | "running" | "stopping" | "exited";
 
@@ -17,6 +19,26 @@ export interface Snapshot {
   readonly exitSignal: string | null;
   readonly zombiesReaped: number;
   readonly signalsForwarded: Readonly<Record<string, number>>;
+  /** Once the child exited: stopping leftovers, or waiting for descendants to end. */
+  readonly cleanup: "terminating" | "killing" | "waiting" | null;
+  /** Why the child is being stopped (state "stopping"): a stop signal, or --timeout. */
+  readonly stopCause: "signal" | "timeout" | null;
+  /** While --shutdown-delay holds a stop signal back: when it will be forwarded. */
+  readonly drainingUntilMs: number | null;
+  /** With --timeout: when the child's deadline is. */
+  readonly deadlineAtMs: number | null;
+}
+
+/** The settings observers show (/status): fixed for the run. */
+export interface SupervisorSettings {
+  readonly graceMs: number | null;
+  readonly killAfterMs: number;
+  readonly shutdownDelayMs: number;
+  readonly timeoutMs: number | null;
+  /** `--user` as given. */
+  readonly user: string | null;
+  readonly readyWhen: ReadyCheck | null;
+  readonly waitDescendants: boolean;
 }
 
 /** Where a snapshot comes from. */

@@ -8,6 +8,8 @@
 export const COPY_WORKER_NAME = "denit-copy-worker";
 /** The health endpoint's thread. */
 export const HEALTH_WORKER_NAME = "denit-health-worker";
+/** The thread that spawns the child as another user (`--user`). */
+export const SPAWN_WORKER_NAME = "denit-spawn-worker";
 
 /** The name of the worker this module runs in, or null on the main thread. */
 export function workerName(): string | null {

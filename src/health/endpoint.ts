@@ -4,10 +4,17 @@
  */
 
 import type { ListenAddress } from "../common/address.ts";
-import { type Snapshot, SnapshotBoard, type SnapshotSource } from "../common/snapshot.ts";
+import { formatReadyCheck } from "../common/ready.ts";
+import {
+  type Snapshot,
+  SnapshotBoard,
+  type SnapshotSource,
+  type SupervisorSettings,
+} from "../common/snapshot.ts";
 import { VERSION } from "../common/version.ts";
 import { HEALTH_WORKER_NAME } from "../common/workers.ts";
 import type { ProcessStats } from "./proc_stats.ts";
+import type { ReadyView } from "./readiness.ts";
 import type { HttpRequest, HttpResponse } from "./server.ts";
 import type { FromHealthWorker, ToHealthWorker } from "./worker.ts";
 
@@ -18,6 +25,10 @@ export interface HealthSource extends SnapshotSource {
   lastBeatMs(): number;
   /** This process's figures for the `process_*` metrics. */
   processStats(): ProcessStats;
+  /** The settings /status shows. */
+  readonly settings: SupervisorSettings;
+  /** `--ready-when`'s latest result; null without it. */
+  readiness(): ReadyView | null;
 }
 
 const METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8";
@@ -40,6 +51,35 @@ const READINESS: Readonly<Record<Snapshot["state"], HttpResponse>> = {
   stopping: Object.freeze({ status: 503, body: "stopping: a stop signal was forwarded\n" }),
   exited: Object.freeze({ status: 503, body: "child exited\n" }),
 };
+const DRAINING: HttpResponse = Object.freeze({
+  status: 503,
+  body: "stopping: the stop signal is held for --shutdown-delay (draining)\n",
+});
+const TIMED_OUT: HttpResponse = Object.freeze({
+  status: 503,
+  body: "stopping: the child's deadline (--timeout) passed\n",
+});
+const WAITING: HttpResponse = Object.freeze({
+  status: 503,
+  body: "child exited; waiting for its descendants (--wait-descendants)\n",
+});
+
+/** /readyz: the supervisor's state, and with --ready-when, the application's readiness. */
+export function readiness(source: HealthSource): HttpResponse {
+  const s = source.snapshot();
+  if (s.state === "stopping") {
+    if (s.drainingUntilMs !== null) return DRAINING;
+    return s.stopCause === "timeout" ? TIMED_OUT : READINESS.stopping;
+  }
+  if (s.state === "exited" && s.cleanup === "waiting") return WAITING;
+  if (s.state !== "running") return READINESS[s.state];
+  const view = source.readiness();
+  if (view === null || view.passing) return READINESS.running;
+  return {
+    status: 503,
+    body: `not ready: ${view.check}: ${view.lastResult ?? "not checked yet"}\n`,
+  };
+}
 const KNOWN_PATHS = new Set(["/healthz", "/livez", "/readyz", "/status", "/metrics"]);
 
 /** The /status document; never argv, environment or paths of the child. */
@@ -62,9 +102,47 @@ export function statusDocument(source: HealthSource, nowMs: number): Record<stri
         : seconds((s.exitedAtMs ?? nowMs) - s.startedAtMs),
       exitCode: s.exitCode,
       exitSignal: s.exitSignal,
+      deadlineAt: iso(s.deadlineAtMs),
     },
     zombiesReaped: s.zombiesReaped,
     signalsForwarded: s.signalsForwarded,
+    stopping: s.stopCause === null ? null : {
+      cause: s.stopCause,
+      drainingUntil: iso(s.drainingUntilMs),
+    },
+    cleanup: s.cleanup,
+    readiness: readinessDocument(source),
+    settings: settingsDocument(source.settings),
+  };
+}
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+function readinessDocument(source: HealthSource): Record<string, unknown> | null {
+  const view = source.readiness();
+  if (view === null) return null;
+  return {
+    check: view.check,
+    ready: readiness(source).status === 200,
+    passing: view.passing,
+    lastResult: view.lastResult,
+    checkedAt: iso(view.checkedAtMs),
+    status: view.status,
+  };
+}
+
+function settingsDocument(settings: SupervisorSettings): Record<string, unknown> {
+  const seconds = (ms: number | null) => ms === null ? null : ms / 1000;
+  return {
+    graceSeconds: seconds(settings.graceMs),
+    killAfterSeconds: seconds(settings.killAfterMs),
+    shutdownDelaySeconds: seconds(settings.shutdownDelayMs),
+    timeoutSeconds: seconds(settings.timeoutMs),
+    user: settings.user,
+    readyWhen: settings.readyWhen === null ? null : formatReadyCheck(settings.readyWhen),
+    waitDescendants: settings.waitDescendants,
   };
 }
 
@@ -118,6 +196,9 @@ export function metricsText(source: HealthSource): string {
   metric(lines, "process_cpu_seconds_total", "counter", "User and system CPU time.", [
     `process_cpu_seconds_total ${p.cpuSecondsTotal}`,
   ]);
+  metric(lines, "denit_ready", "gauge", "1 when /readyz answers 200.", [
+    `denit_ready ${readiness(source).status === 200 ? 1 : 0}`,
+  ]);
   metric(lines, "process_open_fds", "gauge", "Open file descriptors.", [
     `process_open_fds ${p.openFds}`,
   ]);
@@ -133,7 +214,7 @@ export function route(source: HealthSource, request: HttpRequest): HttpResponse 
   if (request.method !== "GET" && request.method !== "HEAD") return NOT_ALLOWED;
   switch (request.path) {
     case "/readyz":
-      return READINESS[source.snapshot().state];
+      return readiness(source);
     case "/status":
       return {
         status: 200,
@@ -152,6 +233,8 @@ export function route(source: HealthSource, request: HttpRequest): HttpResponse 
 export interface HealthHandle {
   publish(snapshot: Snapshot): void;
   close(): void;
+  /** `--ready-when notify`: the socket's name, for the child's NOTIFY_SOCKET. */
+  readonly notifySocket: string | null;
 }
 
 /** How often the supervisor's event loop shows it turns; /healthz fails after 5 of them. */
@@ -165,6 +248,7 @@ export const HEARTBEAT_MS = 1000;
 export async function startHealth(
   address: ListenAddress,
   supervisorStartedAtMs: number,
+  settings: SupervisorSettings,
 ): Promise<HealthHandle> {
   const board = new SnapshotBoard();
   board.beat(Date.now());
@@ -173,6 +257,7 @@ export async function startHealth(
     address,
     board: board.buffer,
     supervisorStartedAtMs,
+    settings,
   };
   const worker = new Worker(Deno.mainModule, { type: "module", name: HEALTH_WORKER_NAME });
   const answer = Promise.withResolvers<FromHealthWorker>();
@@ -186,13 +271,14 @@ export async function startHealth(
     answer.resolve({ type: "failed", kind: "Error", message: event.message });
   };
   const reply = await answer.promise;
-  if (reply.type === "failed") {
+  if (reply.type !== "listening") {
     worker.terminate();
-    throw bindError(reply.kind, reply.message);
+    throw reply.type === "failed" ? bindError(reply.kind, reply.message) : new Error("no answer");
   }
   // The heartbeat proves the supervisor's own loop turns (what /healthz means).
   const heartbeat = setInterval(() => board.beat(Date.now()), HEARTBEAT_MS);
   return {
+    notifySocket: reply.notifySocket,
     publish: (snapshot) => board.write(snapshot),
     close: () => {
       clearInterval(heartbeat);

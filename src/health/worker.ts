@@ -4,8 +4,9 @@
  */
 
 import type { ListenAddress } from "../common/address.ts";
-import { type Snapshot, SnapshotBoard } from "../common/snapshot.ts";
+import { type Snapshot, SnapshotBoard, type SupervisorSettings } from "../common/snapshot.ts";
 import { route } from "./endpoint.ts";
+import type { Readiness } from "./readiness.ts";
 import { ProcessStatsCache } from "./proc_stats.ts";
 import { HttpServer } from "./server.ts";
 
@@ -15,12 +16,13 @@ export type ToHealthWorker = {
   address: ListenAddress;
   board: SharedArrayBuffer;
   supervisorStartedAtMs: number;
+  settings: SupervisorSettings;
 };
 
 /** Worker → main thread: listening, or why not (the Deno error class name and message). */
 export type FromHealthWorker =
   | { type: "ready" }
-  | { type: "listening"; port: number }
+  | { type: "listening"; port: number; notifySocket: string | null }
   | { type: "failed"; kind: string; message: string };
 
 interface WorkerScope {
@@ -37,6 +39,10 @@ const STARTING: Snapshot = Object.freeze({
   exitSignal: null,
   zombiesReaped: 0,
   signalsForwarded: Object.freeze({}),
+  cleanup: null,
+  stopCause: null,
+  drainingUntilMs: null,
+  deadlineAtMs: null,
 });
 
 /**
@@ -55,8 +61,8 @@ function listen(address: ListenAddress, handler: ConstructorParameters<typeof Ht
 /** Serves the endpoint on this worker thread until the main thread terminates it. */
 export function serveHealth(): void {
   const scope = globalThis as unknown as WorkerScope;
-  scope.onmessage = (event) => {
-    const { address, supervisorStartedAtMs } = event.data;
+  scope.onmessage = async (event) => {
+    const { address, supervisorStartedAtMs, settings } = event.data;
     const board = new SnapshotBoard(event.data.board);
     const stats = new ProcessStatsCache();
     const source = {
@@ -64,10 +70,22 @@ export function serveHealth(): void {
       supervisorStartedAtMs,
       lastBeatMs: () => board.lastBeatMs(),
       processStats: () => stats.get(),
+      settings,
+      readiness: () => ready?.view() ?? null,
     };
+    let ready: Readiness | null = null;
     try {
       const server = listen(address, (request) => route(source, request));
-      scope.postMessage({ type: "listening", port: server.address.port });
+      if (settings.readyWhen !== null) {
+        // Loaded only for --ready-when; notify binds its socket here, before the child starts.
+        const { Readiness } = await import("./readiness.ts");
+        ready = await Readiness.start(settings.readyWhen);
+      }
+      scope.postMessage({
+        type: "listening",
+        port: server.address.port,
+        notifySocket: ready?.notifySocket ?? null,
+      });
     } catch (err: unknown) {
       const kind = err instanceof Error ? err.name : "Error";
       const message = err instanceof Error ? err.message : String(err);

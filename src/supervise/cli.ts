@@ -4,6 +4,7 @@
  * `+` getopt), so `denit ls -l` runs `ls -l`.
  */
 
+import { parseReadyCheck, type ReadyCheck } from "../common/ready.ts";
 import { type ListenAddress, parseListenAddress } from "../common/address.ts";
 import {
   type OptionSpec,
@@ -38,6 +39,16 @@ export interface Config {
   readonly logLevel: LogLevel;
   readonly health: ListenAddress | null;
   readonly fileLimit: FileLimitSetting;
+  /** A first TERM or INT reaches the child this long after it arrived (readiness fails at once). */
+  readonly shutdownDelayMs: number;
+  /** The child's deadline, counted from its start. */
+  readonly timeoutMs: number | null;
+  /** The user (and group) the child runs as: "NAME[:GROUP]" or numbers, resolved later. */
+  readonly user: string | null;
+  /** What /readyz waits for: tcp:PORT, http:PORT/PATH, file:PATH or notify. */
+  readonly readyWhen: ReadyCheck | null;
+  /** When the child exits, wait for its descendants instead of stopping them. */
+  readonly waitDescendants: boolean;
   /** Lines to log once a logger exists (a misspelt DENIT_* variable, say). */
   readonly warnings: readonly string[];
 }
@@ -77,6 +88,16 @@ Options:
                            signal (TERM, INT, QUIT); off by default
       --kill-after DURATION  after the child exits, SIGKILL leftovers  DENIT_KILL_AFTER=DURATION
                            this long after SIGTERM (default 3s, 0 = at once)
+      --shutdown-delay DURATION  hold a first TERM/INT this long, not     DENIT_SHUTDOWN_DELAY=DURATION
+                           ready meanwhile (load balancers drain first)
+      --timeout DURATION   TERM the child at this deadline, then KILL  DENIT_TIMEOUT=DURATION
+                           after --grace (at once without); exit 124
+  -u, --user USER[:GROUP]  run the child as this user (names from      DENIT_USER=USER[:GROUP]
+                           /etc/passwd and /etc/group, or numbers)
+      --ready-when CHECK   /readyz waits for tcp:PORT, http:PORT/PATH, DENIT_READY_WHEN=CHECK
+                           file:PATH or notify (sd_notify READY=1)
+      --wait-descendants   when the child exits, wait for what it left DENIT_WAIT_DESCENDANTS=1
+                           running (signals go to them) instead of stopping it
       --nofile N|max       the child's open-file soft limit            DENIT_NOFILE=N|max
       --health             serve /healthz, /readyz, /status, /metrics  DENIT_HEALTH=1
                            on port 7623 of every address (IPv6 and IPv4)
@@ -100,6 +121,21 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: "grace", names: ["--grace"], kind: "value", env: "DENIT_GRACE" },
   { key: "kill-after", names: ["--kill-after"], kind: "value", env: "DENIT_KILL_AFTER" },
   { key: "nofile", names: ["--nofile"], kind: "value", env: "DENIT_NOFILE" },
+  {
+    key: "shutdown-delay",
+    names: ["--shutdown-delay"],
+    kind: "value",
+    env: "DENIT_SHUTDOWN_DELAY",
+  },
+  { key: "timeout", names: ["--timeout"], kind: "value", env: "DENIT_TIMEOUT" },
+  { key: "user", names: ["-u", "--user"], kind: "value", env: "DENIT_USER" },
+  { key: "ready-when", names: ["--ready-when"], kind: "value", env: "DENIT_READY_WHEN" },
+  {
+    key: "wait-descendants",
+    names: ["--wait-descendants"],
+    kind: "flag",
+    env: "DENIT_WAIT_DESCENDANTS",
+  },
   { key: "health", names: ["--health"], kind: "flag", env: "DENIT_HEALTH" },
   { key: "health-addr", names: ["--health-addr"], kind: "value", env: "DENIT_HEALTH_ADDR" },
   { key: "verbose", names: ["-v", "--verbose"], kind: "flag" },
@@ -175,6 +211,13 @@ function buildConfig(
   const pdeathsig = settings.last("pdeathsig");
   const fileLimit = settings.last("nofile");
   const healthAddr = settings.last("health-addr");
+  const delay = settings.last("shutdown-delay");
+  const timeout = settings.last("timeout");
+  const user = settings.last("user");
+  const ready = settings.last("ready-when");
+  const readyWhen = ready === undefined || ready.value.trim() === ""
+    ? null
+    : parseFrom(ready, parseReadyCheck);
   const levelVariable = env.DENIT_LOG_LEVEL;
   const baseLevel = levelVariable !== undefined
     ? parseFrom({ value: levelVariable, from: "DENIT_LOG_LEVEL" }, parseLogLevel)
@@ -188,6 +231,11 @@ function buildConfig(
     : settings.flag("health")
     ? DEFAULT_HEALTH
     : null;
+  if (readyWhen !== null && health === null) {
+    throw new UsageError(
+      `Option "--ready-when" needs the health endpoint: add --health or --health-addr (from ${ready?.from})`,
+    );
+  }
   const warnings = unknownVariables(env, "DENIT_", VARIABLES).map((unknown) =>
     `unknown variable ${unknown.name} is ignored` +
     (unknown.closest === null ? "" : `; did you mean ${unknown.closest}?`)
@@ -208,6 +256,11 @@ function buildConfig(
     fileLimit: fileLimit === undefined
       ? DEFAULT_LIMIT_SETTING
       : parseFrom(fileLimit, parseFileLimit),
+    shutdownDelayMs: delay === undefined ? 0 : parseFrom(delay, parseDuration),
+    timeoutMs: timeout === undefined ? null : parseFrom(timeout, parseDuration),
+    user: user === undefined || user.value.trim() === "" ? null : user.value.trim(),
+    readyWhen,
+    waitDescendants: settings.flag("wait-descendants"),
     warnings: Object.freeze(warnings),
   });
 }

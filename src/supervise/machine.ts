@@ -3,13 +3,15 @@
  *
  * Invariants:
  * - The main child's status arrives exactly once, as `child-exited`, and fixes the exit code;
- *   nothing after it can change that code. If it is lost (`child-lost`: the kernel reaped it
- *   because SIGCHLD was ignored by force), denit exits 125; it never waits forever.
+ *   nothing after it changes that code, but for `--timeout` (124) and, with
+ *   `--wait-descendants`, a stop signal that ended the descendants (128+N). If the status is
+ *   lost (`child-lost`: the kernel reaped the child itself), denit exits 125; it never waits
+ *   forever.
  * - Signals received before the child runs are kept and forwarded once it runs; signals received
- *   after it exited are dropped (there is nobody to receive them).
- * - The stop budget: with `--grace G`, denit exits at most G + ABANDON_MS after the first stop
- *   signal it forwarded. At G the child and every leftover get SIGKILL together; a child that
- *   stopped earlier leaves its leftovers until G at the latest (or `--kill-after`, if sooner).
+ *   after it exited are dropped, or with `--wait-descendants` forwarded to its descendants.
+ * - The stop budget: from the first stop signal, denit exits within the shutdown delay, plus
+ *   `--grace G`, plus ABANDON_MS. At G the child and every leftover get SIGKILL together; a
+ *   child that stopped earlier leaves its leftovers until G at the latest.
  * - Without a stop signal, leftovers get SIGTERM when the child exits, SIGKILL `killAfterMs`
  *   later, and denit finishes when no child is left, or at the latest `ABANDON_MS` after
  *   SIGKILL; at once when the reaper saw no other child left.
@@ -17,12 +19,18 @@
  */
 
 import { ExitCode } from "../common/exit_codes.ts";
-import { SIGKILL, SIGTERM } from "../common/signals.ts";
+import { SIGKILL, signalNumber, SIGTERM } from "../common/signals.ts";
 import type { ExitStatus } from "../sys/process.ts";
 import { STOP_SIGNALS } from "./signals.ts";
 
 /** How long to wait for SIGKILLed processes to be reaped before exiting anyway (D state). */
 export const ABANDON_MS = 2000;
+
+/** The exit code after `--timeout`, as coreutils `timeout` has it. */
+export const TIMED_OUT = ExitCode.TIMED_OUT;
+
+/** Stop signals that `--shutdown-delay` holds back: the stop requests of docker and kubelet. */
+const DELAYED: ReadonlySet<number> = new Set([signalNumber("SIGTERM"), signalNumber("SIGINT")]);
 
 /** The parts of the configuration that decide transitions. */
 export interface Policy {
@@ -30,10 +38,19 @@ export interface Policy {
   readonly graceMs: number | null;
   readonly killAfterMs: number;
   readonly remapExit: ReadonlySet<number>;
+  /** How long a first TERM or INT is held back (readiness fails meanwhile); 0: not at all. */
+  readonly shutdownDelayMs: number;
+  /** The child's deadline from its start; null: none. */
+  readonly timeoutMs: number | null;
+  /** Once the child exited, wait for its descendants instead of stopping them. */
+  readonly waitDescendants: boolean;
 }
 
-/** Where the cleanup after the child's exit is. */
-export type CleanupPhase = "terminating" | "killing";
+/** Where the end of a run is: stopping leftovers, or waiting for descendants to end. */
+export type CleanupPhase = "terminating" | "killing" | "waiting";
+
+/** Why the child is being stopped. */
+export type StopCause = "signal" | "timeout";
 
 /** The supervisor's state; `name` is what /status reports. */
 export type State =
@@ -45,6 +62,9 @@ export type State =
     readonly target: number;
     /** The grace period ran out: the child and every leftover got SIGKILL. */
     readonly forced: boolean;
+    /** A stop signal held back by the shutdown delay (the signal as received); null: sent. */
+    readonly draining: number | null;
+    readonly cause: StopCause;
   }
   | {
     readonly name: "exited";
@@ -69,10 +89,12 @@ export type Event =
   | { readonly type: "others-reaped" }
   | { readonly type: "grace-expired" }
   | { readonly type: "kill-timer-expired" }
+  | { readonly type: "delay-expired" }
+  | { readonly type: "deadline-expired" }
   | { readonly type: "children-gone" };
 
 /** Which timer an effect means. */
-export type TimerName = "grace" | "kill";
+export type TimerName = "grace" | "kill" | "delay" | "deadline";
 
 /** How the run ended, for the last log line. */
 export type Outcome = "done" | "abandoned" | "lost";
@@ -86,12 +108,17 @@ export type Effect =
     readonly received: number;
   }
   | { readonly type: "drop-signal"; readonly signo: number; readonly reason: string }
+  | { readonly type: "hold-signal"; readonly signo: number; readonly ms: number }
   | { readonly type: "start-timer"; readonly timer: TimerName; readonly ms: number }
   | { readonly type: "cancel-timer"; readonly timer: TimerName }
+  /** The deadline passed: say so, and (`term`) send SIGTERM to the child's target. */
+  | { readonly type: "time-out"; readonly target: number; readonly term: boolean }
   /** The grace period ran out: SIGKILL to the child's target and to every leftover. */
   | { readonly type: "force-kill"; readonly target: number }
   /** Each leftover gets `signo` once (a later sweep signals only processes new to it). */
   | { readonly type: "signal-leftovers"; readonly signo: number }
+  /** `--wait-descendants`: a signal for every remaining descendant, as often as it comes. */
+  | { readonly type: "signal-descendants"; readonly signo: number }
   | { readonly type: "finish"; readonly exitCode: number; readonly outcome: Outcome };
 
 /** The result of one transition. */
@@ -114,23 +141,54 @@ function stay(state: State, ...effects: Effect[]): Step {
 }
 
 type Live = Extract<State, { name: "running" | "stopping" }>;
+type Exited = Extract<State, { name: "exited" }>;
 
-function forward(state: Live, received: number, policy: Policy): Step {
-  const signo = policy.rewrite.get(received) ?? received;
-  if (signo === 0) return stay(state, { type: "drop-signal", signo: received, reason: "rewrite" });
-  const send: Effect = { type: "forward-signal", signo, target: state.target, received };
-  if (state.name === "stopping" || !STOP_SIGNALS.has(received)) return stay(state, send);
-  const stopping: State = { name: "stopping", pid: state.pid, target: state.target, forced: false };
-  if (policy.graceMs === null) return stay(stopping, send);
-  return stay(stopping, send, { type: "start-timer", timer: "grace", ms: policy.graceMs });
+function stopping(state: Live, fields: Partial<Extract<State, { name: "stopping" }>>): State {
+  const base = state.name === "stopping"
+    ? state
+    : { forced: false, draining: null, cause: "signal" as const };
+  return {
+    name: "stopping",
+    pid: state.pid,
+    target: state.target,
+    forced: base.forced,
+    draining: base.draining,
+    cause: base.cause,
+    ...fields,
+  };
 }
 
-function killing(state: Extract<State, { name: "exited" }>): Step {
-  return stay(
-    { ...state, phase: "killing" },
-    { type: "signal-leftovers", signo: SIGKILL },
-    { type: "start-timer", timer: "kill", ms: ABANDON_MS },
-  );
+function graceTimer(policy: Policy): Effect[] {
+  return policy.graceMs === null
+    ? []
+    : [{ type: "start-timer", timer: "grace", ms: policy.graceMs }];
+}
+
+function send(state: Live, received: number, policy: Policy): Effect | null {
+  const signo = policy.rewrite.get(received) ?? received;
+  if (signo === 0) return null;
+  return { type: "forward-signal", signo, target: state.target, received };
+}
+
+function forward(state: Live, received: number, policy: Policy): Step {
+  const effect = send(state, received, policy);
+  const drop: Effect = { type: "drop-signal", signo: received, reason: "rewrite" };
+  const stop = STOP_SIGNALS.has(received);
+  if (state.name === "stopping" && state.draining !== null && stop) {
+    // A second stop signal during the shutdown delay goes through at once.
+    const next = stopping(state, { draining: null });
+    return stay(next, ...cancelTimers(policy, "delay"), effect ?? drop, ...graceTimer(policy));
+  }
+  if (state.name === "stopping" || !stop) return stay(state, effect ?? drop);
+  if (policy.shutdownDelayMs > 0 && DELAYED.has(received)) {
+    // Readiness fails at once (the state is stopping); the child hears of it after the delay.
+    return stay(
+      stopping(state, { draining: received }),
+      { type: "hold-signal", signo: received, ms: policy.shutdownDelayMs },
+      { type: "start-timer", timer: "delay", ms: policy.shutdownDelayMs },
+    );
+  }
+  return stay(stopping(state, {}), effect ?? drop, ...graceTimer(policy));
 }
 
 function childExited(
@@ -138,29 +196,78 @@ function childExited(
   event: Extract<Event, { type: "child-exited" }>,
   policy: Policy,
 ): Step {
-  const exitCode = exitCodeFor(event.status, policy.remapExit);
-  const exited = {
+  const timedOut = state.name === "stopping" && state.cause === "timeout";
+  const exitCode = timedOut ? TIMED_OUT : exitCodeFor(event.status, policy.remapExit);
+  const exited: Exited = {
     name: "exited",
     pid: state.pid,
     status: event.status,
     exitCode,
     phase: "terminating",
-  } as const;
+  };
+  const timers = cancelTimers(policy, "delay", "deadline");
   if (!event.othersLeft) {
-    return stay(exited, { type: "cancel-timer", timer: "grace" }, {
+    return stay(exited, ...timers, { type: "cancel-timer", timer: "grace" }, {
       type: "finish",
       exitCode,
       outcome: "done",
     });
   }
   const forced = state.name === "stopping" && state.forced;
-  if (forced || policy.killAfterMs === 0) return killing(exited);
+  if (policy.waitDescendants && !forced) {
+    // The descendants carry on: denit waits for them, forwarding what it receives. A stop
+    // already under way keeps its grace timer, which ends them at its expiry.
+    return stay({ ...exited, phase: "waiting" }, ...timers);
+  }
+  if (forced || policy.killAfterMs === 0) return killing(exited, timers);
   // A running grace timer stays: it bounds the leftovers' time as it bounded the child's.
   return stay(
     exited,
+    ...timers,
     { type: "signal-leftovers", signo: SIGTERM },
     { type: "start-timer", timer: "kill", ms: policy.killAfterMs },
   );
+}
+
+function killing(state: Exited, before: readonly Effect[] = []): Step {
+  return stay(
+    { ...state, phase: "killing" },
+    ...before,
+    { type: "signal-leftovers", signo: SIGKILL },
+    { type: "start-timer", timer: "kill", ms: ABANDON_MS },
+  );
+}
+
+function deadline(state: Live, policy: Policy): Step {
+  if (state.name === "stopping" && state.forced) return stay(state);
+  const cancel = cancelTimers(policy, "delay");
+  if (policy.graceMs === null) {
+    // No grace: the deadline is a hard limit, SIGKILL now (force-kill's line names the cause).
+    const next = stopping(state, { draining: null, cause: "timeout", forced: true });
+    return stay(next, ...cancel, { type: "force-kill", target: state.target });
+  }
+  const next = stopping(state, { draining: null, cause: "timeout" });
+  if (state.name === "stopping" && state.draining === null) {
+    // A stop signal already went through and its grace timer runs: that one ends it.
+    return stay(next, { type: "time-out", target: state.target, term: false });
+  }
+  return stay(
+    next,
+    ...cancel,
+    { type: "time-out", target: state.target, term: true },
+    ...graceTimer(policy),
+  );
+}
+
+/** Cancels of the timers this policy can have started (none for a feature that is off). */
+function cancelTimers(policy: Policy, ...names: TimerName[]): Effect[] {
+  const used = (name: TimerName) =>
+    name === "delay"
+      ? policy.shutdownDelayMs > 0
+      : name === "deadline"
+      ? policy.timeoutMs !== null
+      : true;
+  return names.filter(used).map((timer) => ({ type: "cancel-timer", timer }));
 }
 
 function live(state: Live, event: Event, policy: Policy): Step {
@@ -179,8 +286,18 @@ function live(state: Live, event: Event, policy: Policy): Step {
           phase: "killing",
         },
         { type: "cancel-timer", timer: "grace" },
+        ...cancelTimers(policy, "delay", "deadline"),
         { type: "finish", exitCode: ExitCode.INTERNAL, outcome: "lost" },
       );
+    case "delay-expired": {
+      if (state.name !== "stopping" || state.draining === null) return stay(state);
+      const effect = send(state, state.draining, policy);
+      const next = stopping(state, { draining: null });
+      const drop: Effect = { type: "drop-signal", signo: state.draining, reason: "rewrite" };
+      return stay(next, effect ?? drop, ...graceTimer(policy));
+    }
+    case "deadline-expired":
+      return deadline(state, policy);
     case "grace-expired":
       if (state.name !== "stopping" || state.forced) return stay(state);
       return stay({ ...state, forced: true }, { type: "force-kill", target: state.target });
@@ -189,7 +306,39 @@ function live(state: Live, event: Event, policy: Policy): Step {
   }
 }
 
-function exited(state: Extract<State, { name: "exited" }>, event: Event): Step {
+function waiting(state: Exited, event: Event, policy: Policy): Step {
+  switch (event.type) {
+    case "signal-received": {
+      const signo = policy.rewrite.get(event.signo) ?? event.signo;
+      if (signo === 0) {
+        return stay(state, { type: "drop-signal", signo: event.signo, reason: "rewrite" });
+      }
+      if (!STOP_SIGNALS.has(event.signo)) return stay(state, { type: "signal-descendants", signo });
+      // A stop signal ends the wait: the descendants get it, and SIGKILL after --grace.
+      const stopped: Exited = { ...state, exitCode: ExitCode.SIGNAL_BASE + event.signo };
+      return stay(stopped, { type: "signal-descendants", signo }, ...graceTimer(policy));
+    }
+    case "deadline-expired": {
+      const timedOut: Exited = { ...state, exitCode: TIMED_OUT };
+      if (policy.graceMs === null) return killing(timedOut);
+      return stay(timedOut, { type: "signal-descendants", signo: SIGTERM }, ...graceTimer(policy));
+    }
+    case "grace-expired":
+      return killing(state);
+    case "children-gone":
+      return stay(
+        state,
+        { type: "cancel-timer", timer: "grace" },
+        ...cancelTimers(policy, "deadline"),
+        { type: "finish", exitCode: state.exitCode, outcome: "done" },
+      );
+    default:
+      return stay(state);
+  }
+}
+
+function exited(state: Exited, event: Event, policy: Policy): Step {
+  if (state.phase === "waiting") return waiting(state, event, policy);
   switch (event.type) {
     case "children-gone":
       return stay(
@@ -229,16 +378,19 @@ export function transition(state: State, event: Event, policy: Policy): Step {
       }
       if (event.type === "child-started") {
         const running: Live = { name: "running", pid: event.pid, target: event.target };
+        const start = policy.timeoutMs === null
+          ? stay(running)
+          : stay(running, { type: "start-timer", timer: "deadline", ms: policy.timeoutMs });
         return state.pending.reduce<Step>((step, signo) => {
           const next = forward(step.state as Live, signo, policy);
           return { state: next.state, effects: [...step.effects, ...next.effects] };
-        }, stay(running));
+        }, start);
       }
       return stay(state);
     case "running":
     case "stopping":
       return live(state, event, policy);
     case "exited":
-      return exited(state, event);
+      return exited(state, event, policy);
   }
 }

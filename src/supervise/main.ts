@@ -9,23 +9,27 @@ import { formatAddress } from "../common/address.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
-import type { Snapshot } from "../common/snapshot.ts";
+import type { Snapshot, SupervisorSettings } from "../common/snapshot.ts";
 import { asksForInspector, undoRuntimeEnvironment } from "../common/runtime.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { SignalInbox } from "./inbox.ts";
 import type { Supervisor } from "./supervisor.ts";
+import type { RunAs } from "./user.ts";
 
 /** An observer started before the child: it gets every snapshot, and is closed at exit. */
 export interface Attachment {
   publish(snapshot: Snapshot): void;
   close(): void;
+  /** `--ready-when notify`: the socket's name for the child's NOTIFY_SOCKET. */
+  readonly notifySocket: string | null;
 }
 
 /** Starts the health endpoint on an address; rejects with the bind error. */
 export type HealthStarter = (
   address: ListenAddress,
   supervisorStartedAtMs: number,
+  settings: SupervisorSettings,
 ) => Promise<Attachment>;
 
 /** What the entry module provides. */
@@ -68,6 +72,17 @@ export async function superviseMain(
     return ExitCode.OK;
   }
   const config = invocation.config;
+  let runAs: RunAs | null = null;
+  if (config.user !== null) {
+    try {
+      // Before anything starts: an unknown user is a usage error, and nothing runs.
+      runAs = (await import("./user.ts")).resolveUser(config.user);
+    } catch (err: unknown) {
+      if (!(err instanceof RangeError)) throw err;
+      printErr(`denit: ${err.message}`);
+      return ExitCode.USAGE;
+    }
+  }
   const log = createLogger(config.logLevel);
   for (const warning of config.warnings) log.warn(warning);
   if (repair.removed.length > 0) {
@@ -96,7 +111,7 @@ export async function superviseMain(
   const publish = health === null ? null : (snapshot: Snapshot) => health?.publish(snapshot);
   const supervisor = new supervisorModule.Supervisor(config, log, context.inbox, publish);
   try {
-    return await supervise(config, supervisor, log);
+    return await supervise(config, supervisor, log, runAs);
   } finally {
     health?.close();
   }
@@ -131,17 +146,34 @@ async function startHealth(
 ): Promise<Attachment | null> {
   if (config.health === null) return null;
   const start = await context.loadHealth();
-  const server = await start(config.health, Date.now() - performance.now());
+  const server = await start(config.health, Date.now() - performance.now(), {
+    graceMs: config.graceMs,
+    killAfterMs: config.killAfterMs,
+    shutdownDelayMs: config.shutdownDelayMs,
+    timeoutMs: config.timeoutMs,
+    user: config.user,
+    readyWhen: config.readyWhen,
+    waitDescendants: config.waitDescendants,
+  });
   log.info("health endpoint listening", { address: formatAddress(config.health) });
+  // The child speaks sd_notify to this socket (an abstract name: no file, any user).
+  if (server.notifySocket !== null) Deno.env.set("NOTIFY_SOCKET", server.notifySocket);
   return server;
 }
 
-async function supervise(config: Config, supervisor: Supervisor, log: Logger): Promise<number> {
+async function supervise(
+  config: Config,
+  supervisor: Supervisor,
+  log: Logger,
+  runAs: RunAs | null,
+): Promise<number> {
+  // As gosu and su-exec do: the child's HOME is the user's (when passwd names one).
+  if (runAs !== null && runAs.home !== null) Deno.env.set("HOME", runAs.home);
   try {
     // Deno refuses arguments that are not valid UTF-8 before denit runs, so every argument
     // here is exact text, and its UTF-8 encoding is the exact bytes it came in as.
     const encoder = new TextEncoder();
-    supervisor.start(config.command.map((arg) => encoder.encode(arg)));
+    await supervisor.start(config.command.map((arg) => encoder.encode(arg)), runAs);
   } catch (err: unknown) {
     const { ExecError } = await import("./command.ts");
     if (err instanceof ExecError) {

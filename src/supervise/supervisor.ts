@@ -21,6 +21,7 @@ import {
   setParentDeathSignal,
   setThreadName,
   spawn,
+  type SpawnRequest,
   type SpawnResult,
 } from "../sys/process.ts";
 import { type Config, DEFAULT_FILE_LIMIT, type FileLimitSetting } from "./cli.ts";
@@ -39,6 +40,8 @@ import {
 } from "./machine.ts";
 import { type ReapRound, reapRound } from "./reaper.ts";
 import { SIGNAL_TABLE } from "./signals.ts";
+import type { Spawner } from "./spawner.ts";
+import type { RunAs } from "./user.ts";
 
 /** Sweeps of leftovers triggered by reaping are at least this far apart (each reads /proc). */
 const SWEEP_INTERVAL_MS = 20;
@@ -66,6 +69,14 @@ export function childFileLimit(
   }
 }
 
+/** The event each timer sends when it runs out. */
+const TIMER_EVENTS = {
+  grace: "grace-expired",
+  kill: "kill-timer-expired",
+  delay: "delay-expired",
+  deadline: "deadline-expired",
+} as const satisfies Record<TimerName, Event["type"]>;
+
 /** Runs one child under supervision. */
 export class Supervisor {
   readonly #config: Config;
@@ -86,6 +97,7 @@ export class Supervisor {
   #target = 0;
   #finished = false;
   #startedAtMs: number | null = null;
+  #drainingUntilMs: number | null = null;
   #exitedAtMs: number | null = null;
   #reaped = 0;
   #lastSweepMs = -Infinity;
@@ -107,6 +119,9 @@ export class Supervisor {
       graceMs: config.graceMs,
       killAfterMs: config.killAfterMs,
       remapExit: config.remapExit,
+      shutdownDelayMs: config.shutdownDelayMs,
+      timeoutMs: config.timeoutMs,
+      waitDescendants: config.waitDescendants,
     };
   }
 
@@ -123,6 +138,14 @@ export class Supervisor {
       exitSignal: exited?.status?.kind === "signaled" ? signalName(exited.status.signo) : null,
       zombiesReaped: this.#reaped,
       signalsForwarded: Object.freeze(Object.fromEntries(this.#forwarded)),
+      cleanup: exited?.phase ?? null,
+      stopCause: state.name === "stopping" ? state.cause : null,
+      drainingUntilMs: state.name === "stopping" && state.draining !== null
+        ? this.#drainingUntilMs
+        : null,
+      deadlineAtMs: this.#startedAtMs === null || this.#config.timeoutMs === null
+        ? null
+        : this.#startedAtMs + this.#config.timeoutMs,
     });
   }
 
@@ -131,24 +154,37 @@ export class Supervisor {
    * signals kept so far, then starts the child. Throws ExecError (126/127) if it cannot run;
    * nothing is started then.
    */
-  start(argv: readonly Uint8Array[]): void {
+  async start(argv: readonly Uint8Array[], runAs: RunAs | null = null): Promise<void> {
     const name = this.#config.command[0] ?? "";
     const command: Executable = { path: resolveCommand(name, Deno.env.get("PATH")), argv };
     this.#prepareProcess();
     this.#inbox.take((signo) => this.#dispatch({ type: "signal-received", signo }));
-    let result = this.#spawn(command);
-    if (result.kind === "failed" && result.errno === Errno.ENOEXEC) {
-      // execvp(3) runs an executable text file without #! through /bin/sh; so does denit.
-      const fallback = shellFallback(command);
-      if (fallback !== null) result = this.#spawn(fallback);
+    const spawner = runAs === null ? null : new (await import("./spawner.ts")).Spawner();
+    try {
+      let result = await this.#spawn(command, spawner, runAs);
+      if (result.kind === "failed" && result.errno === Errno.ENOEXEC) {
+        // execvp(3) runs an executable text file without #! through /bin/sh; so does denit.
+        const fallback = shellFallback(command);
+        if (fallback !== null) result = await this.#spawn(fallback, spawner, runAs);
+      }
+      if (result.kind === "failed") throw execFailure(name, command.path, result.errno);
+      this.#started(result.pid, runAs);
+    } finally {
+      spawner?.close();
     }
-    if (result.kind === "failed") throw execFailure(name, command.path, result.errno);
+  }
+
+  #started(pid: number, runAs: RunAs | null): void {
     this.#startedAtMs = Date.now();
-    const target = this.#config.group ? -result.pid : result.pid;
+    const target = this.#config.group ? -pid : pid;
     this.#target = target;
-    this.#log.info("child started", { pid: result.pid, group: this.#config.group });
-    this.#dispatch({ type: "child-started", pid: result.pid, target });
-    void this.#reapLoop(result.pid);
+    this.#log.info("child started", {
+      pid,
+      group: this.#config.group,
+      ...(runAs === null ? {} : { user: `${runAs.uid}:${runAs.gid}` }),
+    });
+    this.#dispatch({ type: "child-started", pid, target });
+    void this.#reapLoop(pid);
   }
 
   /** Resolves with denit's exit code once the child and its leftovers are gone. */
@@ -181,18 +217,24 @@ export class Supervisor {
     }
   }
 
-  #spawn(command: Executable): SpawnResult {
+  async #spawn(
+    command: Executable,
+    spawner: Spawner | null,
+    runAs: RunAs | null,
+  ): Promise<SpawnResult> {
     const limit = childFileLimit(this.#config.fileLimit, fileLimit(), Deno.build.standalone);
-    const request = {
+    const request: SpawnRequest = {
       ...command,
       ...(limit === undefined ? {} : { fileSoftLimit: limit }),
     };
+    const run = (r: SpawnRequest) =>
+      spawner === null || runAs === null ? Promise.resolve(spawn(r)) : spawner.spawn(runAs, r);
     // spawn() itself falls back to no hand-over where glibc lacks it (before 2.35).
-    if (!isControllingTerminal()) return spawn(request);
-    const result = spawn({ ...request, foregroundFd: 0 });
+    if (!isControllingTerminal()) return await run(request);
+    const result = await run({ ...request, foregroundFd: 0 });
     if (result.kind === "spawned" || result.stage !== "foreground") return result;
     this.#log.warn("cannot give the terminal to the child", { errno: result.errno });
-    return spawn(request);
+    return await run(request);
   }
 
   async #reapLoop(childPid: number): Promise<void> {
@@ -259,8 +301,19 @@ export class Supervisor {
         return this.#startTimer(effect.timer, effect.ms);
       case "cancel-timer":
         return this.#cancelTimer(effect.timer);
+      case "hold-signal":
+        this.#drainingUntilMs = Date.now() + effect.ms;
+        return this.#log.info(
+          `${signalName(effect.signo)} held for the shutdown delay of ${
+            formatDuration(effect.ms)
+          }: not ready meanwhile; a second stop signal goes through at once`,
+        );
+      case "time-out":
+        return this.#timeOut(effect.target, effect.term);
       case "force-kill":
         return this.#forceKill(effect.target);
+      case "signal-descendants":
+        return this.#signalDescendants(effect.signo);
       case "signal-leftovers":
         return this.#sweep(effect.signo);
       case "finish":
@@ -295,9 +348,7 @@ export class Supervisor {
 
   #startTimer(name: TimerName, ms: number): void {
     this.#cancelTimer(name);
-    const event: Event = name === "grace"
-      ? { type: "grace-expired" }
-      : { type: "kill-timer-expired" };
+    const event: Event = { type: TIMER_EVENTS[name] };
     this.#timers.set(
       name,
       setTimeout(() => {
@@ -307,17 +358,45 @@ export class Supervisor {
     );
   }
 
+  #timeOut(target: number, term: boolean): void {
+    const limit = formatDuration(this.#config.timeoutMs ?? 0);
+    const grace = formatDuration(this.#config.graceMs ?? 0);
+    const then = term
+      ? `SIGTERM, SIGKILL after ${grace}`
+      : `already stopping, SIGKILL when --grace ends`;
+    this.#log.warn(`deadline of ${limit} passed (--timeout): ${then}; exit code 124`, { target });
+    if (term) this.#forward(SIGTERM, target, SIGTERM);
+  }
+
+  /** `--wait-descendants`: every remaining descendant gets the signal, however often it comes. */
+  #signalDescendants(signo: number): void {
+    if (Deno.pid === 1) {
+      if (sendSignal(-1, signo).ok) this.#count(signo);
+      return;
+    }
+    let hit = 0;
+    for (const pid of descendants()) if (sendSignal(pid, signo).ok) hit++;
+    if (hit > 0) this.#count(signo);
+    this.#log.info("signal sent to descendants", { signal: signalName(signo), count: hit });
+  }
+
+  #count(signo: number): void {
+    const signal = signalName(signo);
+    this.#forwarded.set(signal, (this.#forwarded.get(signal) ?? 0) + 1);
+  }
+
   #forceKill(target: number): void {
     // Named before they are killed: afterwards only zombies (or nothing) are left to read.
     const child = this.#state.name === "starting" ? null : this.#state.pid;
     const victims = (Deno.pid === 1 ? otherProcesses() : descendants()).map(describeProcess);
     const first = victims.filter((p) => p.pid === child);
     const named = [...first, ...victims.filter((p) => p.pid !== child)];
-    this.#log.warn(
-      `grace period of ${formatDuration(this.#config.graceMs ?? 0)} expired: SIGKILL to ${
-        formatProcesses(named)
-      }`,
-    );
+    const { graceMs, timeoutMs } = this.#config;
+    const why = graceMs === null
+      ? `deadline of ${formatDuration(timeoutMs ?? 0)} passed (--timeout), no --grace`
+      : `grace period of ${formatDuration(graceMs)} expired`;
+    const code = graceMs === null ? "; exit code 124" : "";
+    this.#log.warn(`${why}: SIGKILL to ${formatProcesses(named)}${code}`);
     this.#forward(SIGKILL, target, SIGKILL);
     this.#killLeftovers(SIGKILL, false);
   }

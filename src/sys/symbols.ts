@@ -209,3 +209,20 @@ export const NET_SYMBOLS = {
     result: "i32",
   },
 } as const satisfies Deno.ForeignLibraryInterface;
+
+/** Credentials of one thread: only the `--user` spawner thread opens this. */
+export const THREAD_SYMBOLS = {
+  // long syscall(long number, ...): the raw calls, which change the calling thread only.
+  syscall: { parameters: ["i64", "i64", "i64", "i64"], result: "i64" },
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The `--ready-when notify` socket: only the health endpoint's thread opens this. */
+export const DATAGRAM_SYMBOLS = {
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" }, // int domain, type, protocol
+  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // fd, const sockaddr *, len
+  // ssize_t recv(int fd, void *buf, size_t len, int flags): blocks on a thread of the runtime.
+  recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize", nonblocking: true },
+  close: { parameters: ["i32"], result: "i32" }, // int fd
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+} as const satisfies Deno.ForeignLibraryInterface;

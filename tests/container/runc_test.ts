@@ -148,9 +148,54 @@ containerTest("read-only rootfs and a non-root user both work", async () => {
     user: { uid: 65532, gid: 65532 },
     args: [...DENIT_ENTRY, "--", ...CHILD, "whoami", "9"],
   });
-  assertEquals(result.lines, ["uid 65532 gid 65532", "rootfs-writable false"], result.stderr);
+  assertEquals(result.lines, [
+    "uid 65532 gid 65532",
+    "ids 65532 65532 65532 65532 / 65532 65532 65532 65532",
+    "groups",
+    "home /home/nonroot", // runc's own HOME for a uid with a passwd entry
+    "rootfs-writable false",
+  ], result.stderr);
   assertEquals(result.code, 9);
 });
+
+containerTest(
+  "--user: denit (root) runs the child as nonroot, read-only root, no shell",
+  async () => {
+    const [named, numeric] = await Promise.all([
+      runContainer({
+        rootfs: DENIT_ROOTFS,
+        readonly: true,
+        args: [...DENIT_ENTRY, "--user", "nonroot", "--", ...CHILD, "whoami", "9"],
+      }),
+      runContainer({
+        rootfs: DENIT_ROOTFS,
+        readonly: true,
+        args: [...DENIT_ENTRY, "-u", "1001:123", "--", ...CHILD, "whoami", "0"],
+      }),
+    ]);
+    assertEquals(named.lines, [
+      "uid 65532 gid 65532",
+      "ids 65532 65532 65532 65532 / 65532 65532 65532 65532",
+      "groups 65532",
+      "home /home/nonroot",
+      "rootfs-writable false",
+    ], named.stderr);
+    assertEquals(named.code, 9, named.stderr);
+    assertEquals(numeric.lines.slice(0, 3), [
+      "uid 1001 gid 123",
+      "ids 1001 1001 1001 1001 / 123 123 123 123",
+      "groups 123",
+    ], numeric.stderr);
+    assertEquals(numeric.code, 0, numeric.stderr);
+    const unknown = await runContainer({
+      rootfs: DENIT_ROOTFS,
+      args: [...DENIT_ENTRY, "--user", "runner", "--", ...CHILD, "whoami", "0"],
+    });
+    assertEquals(unknown.code, 2);
+    assertEquals(unknown.lines, []);
+    assertEquals(unknown.stderr.trim(), 'denit: Unknown user "runner": not in /etc/passwd');
+  },
+);
 
 containerTest(
   "init container flow: denit init onto a volume, then run from a shell-less glibc image",

@@ -1,0 +1,58 @@
+/**
+ * `--ready-when CHECK`: what /readyz waits for. Parsed by the command line, run by the health
+ * endpoint's thread (health/readiness.ts), so the type lives here, between the two.
+ */
+
+/** A readiness check. */
+export type ReadyCheck =
+  | { readonly kind: "tcp"; readonly port: number }
+  | { readonly kind: "http"; readonly port: number; readonly path: string }
+  | { readonly kind: "file"; readonly path: string }
+  | { readonly kind: "notify" };
+
+/** How often a tcp, http or file check runs, and how long each may take. */
+export const READY_INTERVAL_MS = 1000;
+export const READY_TIMEOUT_MS = 1000;
+
+/** Parses tcp:PORT, http:PORT/PATH, file:PATH or notify; throws RangeError otherwise. */
+export function parseReadyCheck(text: string): ReadyCheck {
+  const trimmed = text.trim();
+  const port = (value: string) => {
+    const n = /^\d{1,5}$/.test(value) ? Number(value) : NaN;
+    if (!(n >= 1 && n <= 65535)) {
+      throw new RangeError(`Invalid check "${text}": a port is 1 to 65535`);
+    }
+    return n;
+  };
+  if (trimmed === "notify") return { kind: "notify" };
+  if (trimmed.startsWith("tcp:")) return { kind: "tcp", port: port(trimmed.slice(4)) };
+  if (trimmed.startsWith("http:")) {
+    const rest = trimmed.slice(5);
+    const slash = rest.indexOf("/");
+    const path = slash < 0 ? "/" : rest.slice(slash);
+    if ([...path].some((c) => c <= " " || c === "\x7f")) {
+      throw new RangeError(`Invalid check "${text}": the path has a space or control character`);
+    }
+    return { kind: "http", port: port(slash < 0 ? rest : rest.slice(0, slash)), path };
+  }
+  if (trimmed.startsWith("file:") && trimmed.length > 5) {
+    return { kind: "file", path: trimmed.slice(5) };
+  }
+  throw new RangeError(
+    `Invalid check "${text}": use tcp:PORT, http:PORT/PATH, file:PATH or notify`,
+  );
+}
+
+/** The check as written on the command line. */
+export function formatReadyCheck(check: ReadyCheck): string {
+  switch (check.kind) {
+    case "tcp":
+      return `tcp:${check.port}`;
+    case "http":
+      return `http:${check.port}${check.path}`;
+    case "file":
+      return `file:${check.path}`;
+    case "notify":
+      return "notify";
+  }
+}

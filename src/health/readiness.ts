@@ -1,0 +1,210 @@
+/**
+ * `--ready-when`: whether the application is ready, found out on the health endpoint's thread
+ * (never on the supervisor's, so a slow check cannot delay a signal or a reap). tcp, http and
+ * file checks run every READY_INTERVAL_MS with a timeout of READY_TIMEOUT_MS each, one at a
+ * time; `notify` listens on a datagram socket for the systemd notification protocol
+ * (sd_notify(3)): READY=1 makes the child ready, STOPPING=1 and RELOADING=1 not ready,
+ * STATUS=... is shown in /status.
+ */
+
+import {
+  formatReadyCheck,
+  READY_INTERVAL_MS,
+  READY_TIMEOUT_MS,
+  type ReadyCheck,
+} from "../common/ready.ts";
+
+/** What /readyz and /status read. */
+export interface ReadyView {
+  /** The check as written. */
+  readonly check: string;
+  readonly passing: boolean;
+  /** What the last check found ("connected", "HTTP 503", "READY=1"...); null before any. */
+  readonly lastResult: string | null;
+  /** When that was (epoch ms). */
+  readonly checkedAtMs: number | null;
+  /** notify: the child's last STATUS= text. */
+  readonly status: string | null;
+}
+
+/** The longest status line an http check reads before it gives up on the answer. */
+const STATUS_LINE_BYTES = 4096;
+
+class TimedOut extends Error {}
+
+/** `promise`, or TimedOut after `ms`; `cleanup` gets a value that came too late. */
+function withTimeout<T>(promise: Promise<T>, ms: number, cleanup: (late: T) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      reject(new TimedOut(`no answer in ${ms} ms`));
+    }, ms);
+    promise.then(
+      (value) => {
+        if (late) cleanup(value);
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}
+
+function reason(err: unknown): string {
+  if (err instanceof Deno.errors.ConnectionRefused) return "connection refused";
+  if (err instanceof Deno.errors.NotFound) return "no such file";
+  if (err instanceof Error) return err.message.split("\n")[0] ?? "";
+  return String(err);
+}
+
+async function connect(port: number): Promise<Deno.TcpConn> {
+  return await withTimeout(
+    Deno.connect({ hostname: "127.0.0.1", port }),
+    READY_TIMEOUT_MS,
+    (conn) => conn.close(),
+  );
+}
+
+/** One HTTP/1.0 GET (no proxy: the check is local, as kubelet's httpGet is). */
+async function httpStatus(port: number, path: string): Promise<number> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  const conn = await connect(port);
+  try {
+    const request = `GET ${path} HTTP/1.0\r\nHost: 127.0.0.1:${port}\r\n` +
+      `User-Agent: denit-ready-check\r\nConnection: close\r\n\r\n`;
+    const bytes = new TextEncoder().encode(request);
+    const head = new Uint8Array(STATUS_LINE_BYTES);
+    let filled = 0;
+    const exchange = async () => {
+      for (let written = 0; written < bytes.length;) {
+        written += await conn.write(bytes.subarray(written));
+      }
+      while (filled < head.length) {
+        const n = await conn.read(head.subarray(filled));
+        if (n === null) break;
+        filled += n;
+        if (head.subarray(0, filled).includes(10)) break; // "\n": the status line is in
+      }
+    };
+    // A late answer needs no cleanup: the connection is closed below either way.
+    await withTimeout(exchange(), Math.max(1, deadline - Date.now()), () => {});
+    const line = new TextDecoder().decode(head.subarray(0, filled)).split("\n")[0] ?? "";
+    const match = /^HTTP\/\d\.\d (\d{3})/.exec(line);
+    if (match === null) throw new Error("not an HTTP answer");
+    return Number(match[1]);
+  } finally {
+    try {
+      conn.close();
+    } catch {
+      // Closed by the timeout's failure path already.
+    }
+  }
+}
+
+/** Runs one check; resolves to [passing, what it found]. */
+async function probe(check: Exclude<ReadyCheck, { kind: "notify" }>): Promise<[boolean, string]> {
+  try {
+    switch (check.kind) {
+      case "tcp":
+        (await connect(check.port)).close();
+        return [true, "connected"];
+      case "http": {
+        const status = await httpStatus(check.port, check.path);
+        return [status >= 200 && status < 300, `HTTP ${status}`];
+      }
+      case "file":
+        await Deno.stat(check.path);
+        return [true, "exists"];
+    }
+  } catch (err: unknown) {
+    return [false, reason(err)];
+  }
+}
+
+/** The readiness of the application, kept up to date on this thread. */
+export class Readiness {
+  readonly #check: ReadyCheck;
+  #passing = false;
+  #lastResult: string | null = null;
+  #checkedAtMs: number | null = null;
+  #status: string | null = null;
+  /** notify: the socket's name for NOTIFY_SOCKET; null for the other checks. */
+  readonly notifySocket: string | null;
+
+  private constructor(check: ReadyCheck, notifySocket: string | null) {
+    this.#check = check;
+    this.notifySocket = notifySocket;
+  }
+
+  /** Starts checking; `notify` binds its socket first (throws if it cannot). */
+  static async start(check: ReadyCheck): Promise<Readiness> {
+    if (check.kind !== "notify") {
+      const readiness = new Readiness(check, null);
+      void readiness.#poll(check);
+      return readiness;
+    }
+    const { DatagramSocket } = await import("../sys/datagram.ts");
+    const random = crypto.getRandomValues(new Uint8Array(6));
+    const suffix = [...random].map((b) => b.toString(16).padStart(2, "0")).join("");
+    const socket = DatagramSocket.bindAbstract(`denit/notify/${Deno.pid}-${suffix}`);
+    const readiness = new Readiness(check, socket.name);
+    void readiness.#listen(socket);
+    return readiness;
+  }
+
+  view(): ReadyView {
+    return {
+      check: formatReadyCheck(this.#check),
+      passing: this.#passing,
+      lastResult: this.#lastResult,
+      checkedAtMs: this.#checkedAtMs,
+      status: this.#status,
+    };
+  }
+
+  async #poll(check: Exclude<ReadyCheck, { kind: "notify" }>): Promise<void> {
+    for (;;) {
+      const started = Date.now();
+      const [passing, found] = await probe(check);
+      this.#passing = passing;
+      this.#lastResult = found;
+      this.#checkedAtMs = Date.now();
+      const wait = Math.max(0, READY_INTERVAL_MS - (Date.now() - started));
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  async #listen(socket: { receive(): Promise<string | null> }): Promise<void> {
+    for (;;) {
+      const message = await socket.receive();
+      if (message === null) {
+        await new Promise((resolve) => setTimeout(resolve, 100)); // a failed receive: retry
+        continue;
+      }
+      this.#apply(message);
+    }
+  }
+
+  /** One notification: newline-separated VARIABLE=VALUE assignments. */
+  #apply(message: string): void {
+    const seen: string[] = [];
+    for (const line of message.split("\n")) {
+      const equals = line.indexOf("=");
+      if (equals <= 0) continue;
+      const key = line.slice(0, equals);
+      const value = line.slice(equals + 1);
+      if (key === "READY" && value === "1") this.#passing = true;
+      else if ((key === "STOPPING" || key === "RELOADING") && value === "1") this.#passing = false;
+      else if (key === "STATUS") this.#status = value.slice(0, 200);
+      else continue;
+      seen.push(key === "STATUS" ? "STATUS" : line);
+    }
+    if (seen.length === 0) return;
+    this.#lastResult = seen.join(" ");
+    this.#checkedAtMs = Date.now();
+  }
+}

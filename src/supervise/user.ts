@@ -1,0 +1,103 @@
+/**
+ * `--user USER[:GROUP]`: names from the container's own /etc/passwd and /etc/group (no NSS, no
+ * shell), numbers without them. Without GROUP, the user's primary group and the groups that
+ * list the user as a member (as initgroups(3) does); with GROUP, that group alone. HOME comes
+ * from /etc/passwd, as gosu and su-exec set it; a number with no entry keeps gid 0, as Docker's
+ * `--user UID` does.
+ */
+
+/** Who the child runs as. */
+export interface RunAs {
+  readonly uid: number;
+  readonly gid: number;
+  readonly groups: readonly number[];
+  /** HOME from /etc/passwd; null when the user has no entry. */
+  readonly home: string | null;
+  /** For /status: the spec as given. */
+  readonly spec: string;
+}
+
+interface PasswdEntry {
+  readonly name: string;
+  readonly uid: number;
+  readonly gid: number;
+  readonly home: string;
+}
+
+interface GroupEntry {
+  readonly name: string;
+  readonly gid: number;
+  readonly members: readonly string[];
+}
+
+function lines(file: string): string[][] {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(file);
+  } catch {
+    return []; // No such database (distroless images may lack /etc/group): numbers only.
+  }
+  return text.split("\n").filter((line) => line !== "" && !line.startsWith("#")).map((line) =>
+    line.split(":")
+  );
+}
+
+function passwd(root: string): PasswdEntry[] {
+  return lines(`${root}/etc/passwd`).flatMap(([name = "", , uid = "", gid = "", , home = ""]) =>
+    /^\d+$/.test(uid) && /^\d+$/.test(gid)
+      ? [{ name, uid: Number(uid), gid: Number(gid), home }]
+      : []
+  );
+}
+
+function groups(root: string): GroupEntry[] {
+  return lines(`${root}/etc/group`).flatMap(([name = "", , gid = "", members = ""]) =>
+    /^\d+$/.test(gid)
+      ? [{ name, gid: Number(gid), members: members.split(",").filter((m) => m !== "") }]
+      : []
+  );
+}
+
+const MAX_ID = 0xfffffffe; // (uid_t) -1 means "unchanged" to the kernel
+
+/** Resolves USER[:GROUP]; throws RangeError naming what does not exist. */
+export function resolveUser(spec: string, root = ""): RunAs {
+  const [user = "", group, extra] = spec.split(":");
+  if (user === "" || extra !== undefined || group === "") {
+    throw new RangeError(`Invalid user "${spec}": use USER, USER:GROUP, UID or UID:GID`);
+  }
+  const users = passwd(root);
+  const numeric = /^\d+$/.test(user);
+  const entry = numeric
+    ? users.find((e) => e.uid === Number(user))
+    : users.find((e) => e.name === user);
+  if (!numeric && entry === undefined) {
+    throw new RangeError(`Unknown user "${user}": not in /etc/passwd`);
+  }
+  const uid = entry?.uid ?? Number(user);
+  if (uid > MAX_ID) throw new RangeError(`Invalid user "${spec}": ${user} is out of range`);
+  const known = groups(root);
+  let gid: number;
+  let supplementary: number[];
+  if (group !== undefined) {
+    const found = /^\d+$/.test(group) ? Number(group) : known.find((g) => g.name === group)?.gid;
+    if (found === undefined) throw new RangeError(`Unknown group "${group}": not in /etc/group`);
+    if (found > MAX_ID) throw new RangeError(`Invalid group "${group}": out of range`);
+    gid = found;
+    supplementary = [gid];
+  } else {
+    gid = entry?.gid ?? 0;
+    const name = entry?.name;
+    supplementary = [
+      gid,
+      ...known.filter((g) => name !== undefined && g.members.includes(name)).map((g) => g.gid),
+    ];
+  }
+  return {
+    uid,
+    gid,
+    groups: [...new Set(supplementary)],
+    home: entry?.home ?? null,
+    spec,
+  };
+}

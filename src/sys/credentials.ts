@@ -1,0 +1,48 @@
+/**
+ * Dropping privileges on one thread only. Linux keeps credentials per thread; glibc's
+ * setuid/setgid/setgroups wrappers make every thread of the process follow (they signal each
+ * thread, SIGSETXID), but the raw system calls change only the thread that makes them. denit
+ * runs the child as another user by making these calls on a worker thread of its own and
+ * spawning the child from that thread: the child inherits the thread's credentials, while the
+ * supervisor's thread stays root (to reap and signal everything). Forking denit instead is not
+ * possible: only the calling thread survives a fork of a multi-threaded V8 process.
+ */
+
+import { SYS } from "./layout.ts";
+import { openLibc, readErrno, THREAD_SYMBOLS } from "./symbols.ts";
+
+const libc = openLibc(THREAD_SYMBOLS);
+
+/** Result of a call that only fails with errno. */
+export type CallResult = { ok: true } | { ok: false; errno: number; call: string };
+
+function call(name: string, ...args: [bigint, bigint, bigint, bigint]): CallResult {
+  const rc = libc.syscall(...args);
+  return rc === 0n
+    ? { ok: true }
+    : { ok: false, errno: readErrno(libc.__errno_location), call: name };
+}
+
+/**
+ * setgroups, setresgid, setresuid (real, effective and saved ids: no way back to root) for the
+ * calling thread only, in that order (groups and gid while still root).
+ */
+export function dropThreadPrivileges(
+  uid: number,
+  gid: number,
+  groups: readonly number[],
+): CallResult {
+  const list = new Uint32Array(groups); // gid_t list[]
+  const pointer = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(list)));
+  const steps: Array<[string, bigint, bigint, bigint, bigint]> = [
+    ["setgroups", BigInt(SYS.setgroups), BigInt(groups.length), pointer, 0n],
+    ["setresgid", BigInt(SYS.setresgid), BigInt(gid), BigInt(gid), BigInt(gid)],
+    ["setresuid", BigInt(SYS.setresuid), BigInt(uid), BigInt(uid), BigInt(uid)],
+  ];
+  for (const [name, ...args] of steps) {
+    const result = call(name, ...args);
+    if (!result.ok) return result;
+  }
+  void list; // referenced until the calls are done
+  return { ok: true };
+}

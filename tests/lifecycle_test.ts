@@ -1,0 +1,718 @@
+/**
+ * Lifecycle controls against the real denit, as PID 1 and as a subreaper: --shutdown-delay,
+ * --timeout, --user, --ready-when (tcp, http, file, notify with redis-server and a plain
+ * datagram sender) and --wait-descendants. Waits are on events (lines, /proc, HTTP answers);
+ * the timing assertions check the documented bounds.
+ */
+
+import { assertEquals, assertMatch, assertOk } from "./assert.ts";
+import {
+  DENIT,
+  denitArgv,
+  denitPid,
+  ECHO,
+  freePort,
+  MODES,
+  PIDNS,
+  rawHttp,
+  run,
+  Running,
+  waitUntil,
+} from "./helpers.ts";
+import { resolveUser } from "../src/supervise/user.ts";
+
+/** One GET over HTTP/1.0: status and body. */
+async function get(port: number, path: string): Promise<{ status: number; body: string }> {
+  const text = await rawHttp(port, `GET ${path} HTTP/1.0\r\n\r\n`, { timeoutMs: 3000 });
+  const status = Number(/^HTTP\/1\.\d (\d{3})/.exec(text)?.[1] ?? "0");
+  return { status, body: text.slice(text.indexOf("\r\n\r\n") + 4) };
+}
+
+/** Polls an async condition until it holds (bounded). */
+async function eventually(
+  predicate: () => Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const attempt = async () => {
+    try {
+      return await predicate();
+    } catch {
+      return false; // not listening yet, or a reset: try again
+    }
+  };
+  while (!(await attempt())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** denit -s with the health endpoint on 127.0.0.1:`port`, then `args`. */
+function withHealth(port: number, args: readonly string[]): Running {
+  return new Running([...DENIT, "-s", "--health-addr", `127.0.0.1:${port}`, ...args]);
+}
+
+const readyz = async (port: number) => (await get(port, "/readyz")).status;
+const status = async (port: number) =>
+  JSON.parse((await get(port, "/status")).body) as Record<string, Record<string, unknown>>;
+
+// ---------------------------------------------------------------- --shutdown-delay
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: --shutdown-delay: not ready at once, TERM reaches the child after the delay`, async () => {
+    const port = freePort();
+    const proc = new Running(denitArgv(mode, [
+      "-v",
+      "--health-addr",
+      `127.0.0.1:${port}`,
+      "--shutdown-delay",
+      "1500ms",
+      "--",
+      ...ECHO,
+    ]));
+    try {
+      await proc.waitFor(/^ready /);
+      await eventually(async () => await readyz(port) === 200, "ready before the stop");
+      const sent = Date.now();
+      Deno.kill(denitPid(proc, mode), "SIGTERM");
+      // Readiness fails at once, while the child has heard nothing yet.
+      await eventually(async () => await readyz(port) === 503, "not ready after TERM", 1000);
+      const notReadyAfter = Date.now() - sent;
+      assertOk(notReadyAfter < 1000, `readiness failed ${notReadyAfter} ms after TERM`);
+      const body = (await get(port, "/readyz")).body;
+      assertMatch(body, /shutdown-delay/);
+      const doc = await status(port);
+      assertEquals(doc.stopping?.cause, "signal");
+      assertOk(typeof doc.stopping?.drainingUntil === "string", JSON.stringify(doc));
+      assertEquals(doc.settings?.shutdownDelaySeconds, 1.5);
+      assertOk(!proc.lines.includes("SIGTERM"), "the child got TERM before the delay");
+      await proc.waitFor(/^SIGTERM$/, { timeoutMs: 5000 });
+      const forwardedAfter = Date.now() - sent;
+      assertOk(forwardedAfter >= 1400, `TERM reached the child after ${forwardedAfter} ms`);
+      assertOk(forwardedAfter < 3000, `TERM reached the child after ${forwardedAfter} ms`);
+      const result = await proc.status();
+      assertEquals(result.code, 0, result.stderr);
+      assertMatch(result.stderr, /SIGTERM held for the shutdown delay of 1500ms/);
+    } finally {
+      await proc.stop();
+    }
+  });
+
+  Deno.test(`${mode}: --shutdown-delay: a second stop signal during the delay goes through at once`, async () => {
+    const proc = new Running(denitArgv(mode, ["--shutdown-delay", "20s", "--", ...ECHO]));
+    try {
+      await proc.waitFor(/^ready /);
+      const first = Date.now();
+      Deno.kill(denitPid(proc, mode), "SIGTERM");
+      // The first one is held: wait until denit says so, then send the second.
+      await waitUntil(() => Date.now() - first > 200, "a moment for the first TERM");
+      assertOk(!proc.lines.includes("SIGTERM"), "the first TERM was not held");
+      const second = Date.now();
+      Deno.kill(denitPid(proc, mode), "SIGTERM");
+      await proc.waitFor(/^SIGTERM$/, { timeoutMs: 3000 });
+      assertOk(Date.now() - second < 2000, "the second TERM was held too");
+      const result = await proc.status();
+      assertEquals(result.code, 0, result.stderr);
+      assertEquals(proc.lines.filter((l) => l === "SIGTERM").length, 1, proc.lines.join("|"));
+    } finally {
+      await proc.stop();
+    }
+  });
+
+  Deno.test(`${mode}: --shutdown-delay + --grace: a child that ignores TERM is gone inside delay + grace + 2 s`, async () => {
+    // signal_echo with exit signal NONE catches TERM and carries on: only SIGKILL ends it.
+    const proc = new Running(denitArgv(mode, [
+      "--shutdown-delay",
+      "1s",
+      "--grace",
+      "1s",
+      "--",
+      ...ECHO,
+      "NONE",
+    ]));
+    try {
+      await proc.waitFor(/^ready /);
+      const sent = Date.now();
+      Deno.kill(denitPid(proc, mode), "SIGTERM");
+      const result = await proc.status(10_000);
+      const took = Date.now() - sent;
+      assertEquals(result.code, 137, result.stderr);
+      assertOk(proc.lines.includes("SIGTERM"), "the child never got TERM");
+      assertOk(took >= 1900, `stopped after ${took} ms: the delay or grace was cut short`);
+      assertOk(took < 1000 + 1000 + 2000, `stopped after ${took} ms: over the documented sum`);
+      assertMatch(result.stderr, /grace period of 1s expired: SIGKILL to/);
+    } finally {
+      await proc.stop();
+    }
+  });
+}
+
+// ---------------------------------------------------------------- --timeout
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: --timeout: TERM at the deadline, exit 124, one warn line`, async () => {
+    const started = Date.now();
+    const result = await run(
+      denitArgv(mode, ["--timeout", "700ms", "--grace", "5s", "--", ...ECHO]),
+      { timeoutMs: 15_000 },
+    );
+    const took = Date.now() - started;
+    assertEquals(result.code, 124, result.stderr);
+    assertOk(result.stdout.includes("SIGTERM"), "the child did not get TERM");
+    assertOk(took >= 700 && took < 5000, `took ${took} ms`);
+    const warns = result.stderr.split("\n").filter((l) => /warn: deadline/.test(l));
+    assertEquals(warns.length, 1, result.stderr);
+    assertMatch(warns[0] ?? "", /deadline of 700ms passed \(--timeout\).*exit code 124/);
+  });
+
+  Deno.test(`${mode}: --timeout: a child that ignores TERM gets KILL after --grace; -g reaches its group`, async () => {
+    const result = await run(
+      denitArgv(mode, [
+        "-g",
+        "--timeout",
+        "500ms",
+        "--grace",
+        "700ms",
+        "--",
+        "sh",
+        "-c",
+        `trap 'echo group got TERM' TERM; while :; do sleep 0.1; done`,
+      ]),
+      { timeoutMs: 15_000 },
+    );
+    assertEquals(result.code, 124, result.stderr);
+    assertOk(result.stdout.includes("group got TERM"), result.stdout);
+    assertMatch(result.stderr, /grace period of 700ms expired: SIGKILL to/);
+  });
+
+  Deno.test(`${mode}: --timeout without --grace: SIGKILL at the deadline, exit 124`, async () => {
+    const started = Date.now();
+    const result = await run(denitArgv(mode, ["--timeout", "300ms", "--", ...ECHO, "NONE"]));
+    assertEquals(result.code, 124, result.stderr);
+    assertOk(!result.stdout.includes("SIGTERM"), "no TERM without --grace");
+    assertOk(Date.now() - started < 5000);
+    const warns = result.stderr.split("\n").filter((l) => /warn:/.test(l) && !/subreaper/.test(l));
+    assertEquals(warns.length, 1, result.stderr);
+    assertMatch(warns[0] ?? "", /deadline of 300ms passed \(--timeout\), no --grace: SIGKILL to/);
+  });
+}
+
+Deno.test("--timeout: a child that ends first keeps its own exit code; /status shows the deadline", async () => {
+  const port = freePort();
+  const proc = withHealth(port, [
+    "--timeout",
+    "1h",
+    "--",
+    ...ECHO,
+    "SIGUSR1",
+    "7",
+  ]);
+  try {
+    await proc.waitFor(/^ready /);
+    const doc = await status(port);
+    const deadline = Date.parse(String(doc.child?.deadlineAt));
+    const started = Date.parse(String(doc.child?.startedAt));
+    assertEquals(deadline - started, 3_600_000, JSON.stringify(doc));
+    assertEquals(doc.settings?.timeoutSeconds, 3600);
+    proc.kill("SIGUSR1");
+    const result = await proc.status();
+    assertEquals(result.code, 7, result.stderr);
+  } finally {
+    await proc.stop();
+  }
+});
+
+// ---------------------------------------------------------------- --user
+
+Deno.test("--user: names from /etc/passwd and /etc/group, supplementary groups, numbers without entries", () => {
+  const root = Deno.makeTempDirSync({ prefix: "denit-user-" });
+  try {
+    Deno.mkdirSync(`${root}/etc`);
+    Deno.writeTextFileSync(
+      `${root}/etc/passwd`,
+      "root:x:0:0:root:/root:/bin/sh\nrunner:x:1001:1001::/home/runner:/bin/bash\n",
+    );
+    Deno.writeTextFileSync(
+      `${root}/etc/group`,
+      "root:x:0:\nrunner:x:1001:\ndocker:x:123:runner\nsudo:x:27:other\n",
+    );
+    const runner = resolveUser("runner", root);
+    assertEquals([runner.uid, runner.gid, runner.groups, runner.home], [
+      1001,
+      1001,
+      [1001, 123],
+      "/home/runner",
+    ]);
+    const arc = resolveUser("runner:docker", root);
+    assertEquals([arc.uid, arc.gid, arc.groups], [1001, 123, [123]]);
+    const numbers = resolveUser("1001:123", root);
+    assertEquals([numbers.uid, numbers.gid, numbers.home], [1001, 123, "/home/runner"]);
+    const unknown = resolveUser("4242", root);
+    assertEquals([unknown.uid, unknown.gid, unknown.groups, unknown.home], [4242, 0, [0], null]);
+    for (
+      const [spec, message] of [
+        ["nobody-here", /Unknown user "nobody-here"/],
+        ["runner:nogroup", /Unknown group "nogroup"/],
+        ["a:b:c", /Invalid user/],
+        ["4294967295", /out of range/],
+      ] as const
+    ) {
+      let thrown = "";
+      try {
+        resolveUser(spec, root);
+      } catch (err: unknown) {
+        thrown = String(err);
+      }
+      assertMatch(thrown, message);
+    }
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: --user nobody: all ids changed, no way back, HOME set, denit still root`, async () => {
+    const proc = new Running(denitArgv(mode, [
+      "--user",
+      "nobody",
+      "--",
+      "sh",
+      "-c",
+      `grep -E '^(Uid|Gid|Groups|CapEff):' /proc/self/status; echo "home $HOME"; ` +
+      `echo ready; trap 'echo got TERM; exit 5' TERM; sleep 30 & wait`,
+    ]));
+    try {
+      await proc.waitFor(/^ready$/);
+      const out = proc.lines.join("\n");
+      assertMatch(out, /^Uid:\s+65534\s+65534\s+65534\s+65534$/m);
+      assertMatch(out, /^Gid:\s+65534\s+65534\s+65534\s+65534$/m);
+      assertMatch(out, /^Groups:\s+65534\s*$/m);
+      assertMatch(out, /^CapEff:\s+0+$/m);
+      assertMatch(out, /^home \/nonexistent$/m);
+      // denit itself stays root: it can signal the child and everything it starts.
+      const denit = denitPid(proc, mode);
+      const own = await Deno.readTextFile(`/proc/${denit}/status`);
+      assertMatch(own, /^Uid:\s+0\s+0\s+0\s+0$/m);
+      Deno.kill(denitPid(proc, mode), "SIGTERM");
+      const result = await proc.status();
+      assertEquals(result.code, 5, result.stderr);
+      assertOk(proc.lines.includes("got TERM"));
+    } finally {
+      await proc.stop();
+    }
+  });
+}
+
+Deno.test("--user with an unknown user: one line, exit 2, nothing started", async () => {
+  const marker = await Deno.makeTempFile();
+  await Deno.remove(marker);
+  const result = await run([...DENIT, "--user", "no-such-user", "--", "touch", marker]);
+  assertEquals(result.code, 2);
+  assertEquals(result.stderr, 'denit: Unknown user "no-such-user": not in /etc/passwd\n');
+  assertOk(!fileExists(marker), "the command ran");
+  const group = await run([...DENIT, "-u", "nobody:no-such-group", "--", "touch", marker]);
+  assertEquals(group.code, 2);
+  assertEquals(group.stderr, 'denit: Unknown group "no-such-group": not in /etc/group\n');
+  assertOk(!fileExists(marker), "the command ran");
+});
+
+function fileExists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("--user 1001:123 (ARC's runner) works with numbers that have no entries", async () => {
+  const result = await run([
+    ...DENIT,
+    "-s",
+    "-u",
+    "54321:123",
+    "--",
+    "sh",
+    "-c",
+    `grep -E '^(Uid|Gid|Groups):' /proc/self/status; echo "home \${HOME:-unset}"`,
+  ], { env: { HOME: "/root" } });
+  assertEquals(result.code, 0, result.stderr);
+  assertMatch(result.stdout, /^Uid:\s+54321\s+54321\s+54321\s+54321$/m);
+  assertMatch(result.stdout, /^Gid:\s+123\s+123\s+123\s+123$/m);
+  assertMatch(result.stdout, /^Groups:\s+123\s*$/m);
+  // No passwd entry: HOME is left as it was (Docker's --user UID does the same).
+  assertMatch(result.stdout, /^home \/root$/m);
+});
+
+// ---------------------------------------------------------------- --ready-when
+
+/** A child that listens on `port` after `afterMs`, until it gets USR1 (then it closes it). */
+function delayedListener(port: number, afterMs: number, http: boolean): string[] {
+  const script = `
+import socket, signal, sys, time, threading
+time.sleep(${afterMs / 1000})
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", ${port})); s.listen(16)
+print("listening", flush=True)
+closed = threading.Event()
+signal.signal(signal.SIGUSR1, lambda *a: closed.set())
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+s.settimeout(0.05)
+while not closed.is_set():
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        continue
+    if ${http ? "True" : "False"}:
+        req = c.recv(4096).decode()
+        path = req.split(" ")[1] if " " in req else "/"
+        code = "200 OK" if path == "/healthy" else "404 Not Found"
+        c.sendall(("HTTP/1.0 " + code + "\\r\\nContent-Length: 0\\r\\n\\r\\n").encode())
+    c.close()
+s.close()
+print("closed", flush=True)
+signal.pause()
+`;
+  return ["python3", "-c", script];
+}
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: --ready-when tcp: 503 until the port accepts, again when it closes`, async () => {
+    const health = freePort();
+    const app = freePort();
+    const proc = new Running(denitArgv(mode, [
+      "--health-addr",
+      `127.0.0.1:${health}`,
+      "--ready-when",
+      `tcp:${app}`,
+      "--",
+      ...delayedListener(app, 1200, false),
+    ]));
+    try {
+      await eventually(async () => (await status(health)).state === "running" as unknown, "start");
+      const early = await get(health, "/readyz");
+      assertEquals(early.status, 503, early.body);
+      assertMatch(early.body, new RegExp(`not ready: tcp:${app}`));
+      await proc.waitFor(/^listening$/);
+      await eventually(async () => await readyz(health) === 200, "ready once listening", 3000);
+      const doc = await status(health);
+      assertEquals(doc.readiness?.check, `tcp:${app}`);
+      assertEquals(doc.readiness?.lastResult, "connected");
+      assertEquals(doc.readiness?.ready, true);
+      assertOk(typeof doc.readiness?.checkedAt === "string");
+      Deno.kill(denitPid(proc, mode), "SIGUSR1"); // denit forwards it: the app closes its port
+      await proc.waitFor(/^closed$/);
+      await eventually(async () => await readyz(health) === 503, "not ready once closed", 3000);
+      assertEquals((await status(health)).readiness?.lastResult, "connection refused");
+    } finally {
+      await proc.stop();
+    }
+  });
+}
+
+Deno.test("--ready-when http: 2xx is ready, 404 is not", async () => {
+  const health = freePort();
+  const other = freePort();
+  const app = freePort();
+  const good = withHealth(health, [
+    "--ready-when",
+    `http:${app}/healthy`,
+    "--",
+    ...delayedListener(app, 0, true),
+  ]);
+  const bad = withHealth(other, [
+    "--ready-when",
+    `http:${app}/missing`,
+    "--",
+    "sleep",
+    "30",
+  ]);
+  try {
+    await good.waitFor(/^listening$/);
+    await eventually(async () => await readyz(health) === 200, "http 200 makes it ready", 3000);
+    assertEquals((await status(health)).readiness?.lastResult, "HTTP 200");
+    await eventually(
+      async () => (await status(other)).readiness?.lastResult === "HTTP 404",
+      "the 404 seen",
+      3000,
+    );
+    assertEquals(await readyz(other), 503);
+  } finally {
+    await Promise.all([good.stop(), bad.stop()]);
+  }
+});
+
+Deno.test("--ready-when http: a server that never answers times out, and signals still flow", async () => {
+  const health = freePort();
+  const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  void (async () => {
+    for await (const conn of silent) held.push(conn); // accepts, never answers
+  })();
+  const proc = withHealth(health, [
+    "--ready-when",
+    `http:${silent.addr.port}/`,
+    "--",
+    ...ECHO,
+    "SIGTERM",
+  ]);
+  try {
+    await proc.waitFor(/^ready /);
+    await eventually(
+      async () => /no answer in 1000 ms/.test(String((await status(health)).readiness?.lastResult)),
+      "the check timed out",
+      5000,
+    );
+    // A check that hangs lives on the health thread: forwarding is not held up by it.
+    for (let i = 0; i < 5; i++) {
+      const from = proc.lines.length;
+      const sent = performance.now();
+      proc.kill("SIGUSR1");
+      await proc.waitFor(/^SIGUSR1$/, { from, timeoutMs: 3000 });
+      const latency = performance.now() - sent;
+      assertOk(latency < 500, `USR1 took ${latency.toFixed(0)} ms while a check hung`);
+    }
+    assertEquals(await readyz(health), 503);
+  } finally {
+    await proc.stop();
+    silent.close();
+    for (const conn of held) conn.close();
+  }
+});
+
+Deno.test("--ready-when file: ready while the file exists", async () => {
+  const health = freePort();
+  const dir = await Deno.makeTempDir({ prefix: "denit-ready-" });
+  const proc = withHealth(health, [
+    "--ready-when",
+    `file:${dir}/ready`,
+    "--",
+    "sleep",
+    "30",
+  ]);
+  try {
+    await eventually(
+      async () => (await status(health)).readiness?.lastResult === "no such file",
+      "first check",
+    );
+    assertEquals(await readyz(health), 503);
+    await Deno.writeTextFile(`${dir}/ready`, "");
+    await eventually(async () => await readyz(health) === 200, "ready with the file", 3000);
+    await Deno.remove(`${dir}/ready`);
+    await eventually(async () => await readyz(health) === 503, "not ready without it", 3000);
+  } finally {
+    await proc.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+const HAS_REDIS = (() => {
+  try {
+    return new Deno.Command("redis-server", { args: ["--version"], stdout: "null" }).outputSync()
+      .success;
+  } catch {
+    return false;
+  }
+})();
+
+for (const mode of MODES) {
+  Deno.test({
+    name: `${mode}: --ready-when notify: redis-server --supervised systemd says READY=1`,
+    ignore: !HAS_REDIS,
+    fn: async () => {
+      const health = freePort();
+      const port = freePort();
+      const proc = new Running(denitArgv(mode, [
+        "--health-addr",
+        `127.0.0.1:${health}`,
+        "--ready-when",
+        "notify",
+        "--",
+        "redis-server",
+        "--port",
+        String(port),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--supervised",
+        "systemd",
+        "--dir",
+        "/tmp",
+      ]));
+      try {
+        await eventually(async () => await readyz(health) === 200, "redis ready", 10_000);
+        const doc = await status(health);
+        assertEquals(doc.readiness?.check, "notify");
+        assertMatch(String(doc.readiness?.lastResult), /READY=1/);
+        assertEquals(doc.readiness?.status, "Ready to accept connections");
+        // Redis answers on its port: READY=1 meant what it says.
+        const pong = await rawHttp(port, "PING\r\n", { until: (t) => t.includes("\r\n") });
+        assertEquals(pong, "+PONG\r\n");
+        Deno.kill(denitPid(proc, mode), "SIGTERM");
+        const result = await proc.status();
+        assertEquals(result.code, 0, result.stderr);
+      } finally {
+        await proc.stop();
+      }
+    },
+  });
+}
+
+Deno.test("--ready-when notify: a plain datagram sender: STATUS, READY=1, STOPPING=1", async () => {
+  const health = freePort();
+  // The child sends what it reads on stdin... simpler: it sends on USR1, USR2 and HUP.
+  const script = `
+import os, signal, socket
+name = os.environ["NOTIFY_SOCKET"]
+address = "\\0" + name[1:] if name.startswith("@") else name
+def send(text):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(text.encode(), address); s.close()
+    print("sent", text.replace("\\n", " "), flush=True)
+signal.signal(signal.SIGUSR1, lambda *a: send("READY=1\\nSTATUS=serving"))
+signal.signal(signal.SIGUSR2, lambda *a: send("STOPPING=1"))
+send("STATUS=warming up")
+while True:
+    signal.pause()
+`;
+  const proc = withHealth(health, [
+    "--ready-when",
+    "notify",
+    "--",
+    "python3",
+    "-c",
+    script,
+  ]);
+  try {
+    await proc.waitFor(/^sent STATUS=warming up$/);
+    await eventually(
+      async () => (await status(health)).readiness?.status === "warming up",
+      "STATUS shown",
+    );
+    assertEquals(await readyz(health), 503);
+    proc.kill("SIGUSR1");
+    await eventually(async () => await readyz(health) === 200, "READY=1 makes it ready", 3000);
+    assertEquals((await status(health)).readiness?.status, "serving");
+    proc.kill("SIGUSR2");
+    await eventually(async () => await readyz(health) === 503, "STOPPING=1 makes it unready", 3000);
+  } finally {
+    await proc.stop();
+  }
+});
+
+Deno.test("--ready-when: refused without the health endpoint, and for a bad check", async () => {
+  const lone = await run([...DENIT, "--ready-when", "tcp:80", "--", "true"]);
+  assertEquals(lone.code, 2);
+  assertMatch(lone.stderr, /^denit: Option "--ready-when" needs the health endpoint/);
+  const bad = await run([...DENIT, "--health", "--ready-when", "udp:53", "--", "true"]);
+  assertEquals(bad.code, 2);
+  assertMatch(bad.stderr, /Invalid check "udp:53"/);
+  const port = await run([...DENIT, "--health", "--ready-when", "tcp:70000", "--", "true"]);
+  assertEquals(port.code, 2);
+  assertMatch(port.stderr, /a port is 1 to 65535/);
+});
+
+Deno.test("without --ready-when, /readyz is 200 as soon as the child runs", async () => {
+  const health = freePort();
+  const proc = new Running([...DENIT, "-s", "--health-addr", `127.0.0.1:${health}`, "--", ...ECHO]);
+  try {
+    await proc.waitFor(/^ready /);
+    assertEquals(await readyz(health), 200);
+    assertEquals((await status(health)).readiness, null);
+  } finally {
+    await proc.stop();
+  }
+});
+
+// ---------------------------------------------------------------- --wait-descendants
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: --wait-descendants: the child's code once the daemon it left is done`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-wait-" });
+    try {
+      const started = Date.now();
+      const result = await run(denitArgv(mode, [
+        "--wait-descendants",
+        "--",
+        "sh",
+        "-c",
+        `(sleep 0.8; echo finished > ${dir}/out) & exit 3`,
+      ]));
+      assertEquals(result.code, 3, result.stderr);
+      assertEquals(await Deno.readTextFile(`${dir}/out`), "finished\n");
+      assertOk(Date.now() - started >= 800);
+      // Without the flag, the orderly end stays: the leftover gets TERM when the child exits.
+      const plain = await run(denitArgv(mode, [
+        "--",
+        "sh",
+        "-c",
+        `(sleep 0.8; echo finished > ${dir}/plain) & exit 3`,
+      ]));
+      assertEquals(plain.code, 3, plain.stderr);
+      assertOk(!fileExists(`${dir}/plain`), "the leftover was not stopped");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+
+  Deno.test(`${mode}: --wait-descendants: signals reach the daemon; TERM ends the wait with 143`, async () => {
+    // The daemon says it is up once the launcher, denit's child, is gone (its pid is $1).
+    const daemon = `while kill -0 $1 2>/dev/null; do sleep 0.01; done; ` +
+      `trap 'echo daemon got USR1' USR1; trap 'echo daemon got TERM; exit 0' TERM; ` +
+      `echo daemon up; while :; do sleep 0.05; done`;
+    const proc = new Running(denitArgv(mode, [
+      "--wait-descendants",
+      "--",
+      "sh",
+      "-c",
+      `sh -c "$1" daemon $$ & exit 0`,
+      "launcher",
+      daemon,
+    ]));
+    try {
+      await proc.waitFor(/^daemon up$/);
+      Deno.kill(denitPid(proc, mode), "SIGUSR1");
+      await proc.waitFor(/^daemon got USR1$/);
+      Deno.kill(denitPid(proc, mode), "SIGTERM");
+      await proc.waitFor(/^daemon got TERM$/);
+      const result = await proc.status();
+      assertEquals(result.code, 143, result.stderr);
+    } finally {
+      await proc.stop();
+    }
+  });
+}
+
+Deno.test({
+  name: "pid1: --wait-descendants with --grace: a daemon that ignores TERM is killed after grace",
+  ignore: !MODES.includes("pid1"),
+  fn: async () => {
+    const daemon = `while kill -0 $1 2>/dev/null; do sleep 0.01; done; ` +
+      `trap '' TERM; echo daemon up; sleep 30`;
+    const proc = new Running([
+      ...PIDNS,
+      ...DENIT,
+      "--wait-descendants",
+      "--grace",
+      "500ms",
+      "--",
+      "sh",
+      "-c",
+      `sh -c "$1" daemon $$ & exit 0`,
+      "launcher",
+      daemon,
+    ]);
+    try {
+      await proc.waitFor(/^daemon up$/);
+      const sent = Date.now();
+      Deno.kill(denitPid(proc, "pid1"), "SIGTERM");
+      const result = await proc.status();
+      const took = Date.now() - sent;
+      assertEquals(result.code, 143, result.stderr);
+      assertOk(took >= 450 && took < 500 + 2000, `took ${took} ms`);
+    } finally {
+      await proc.stop();
+    }
+  },
+});
