@@ -138,6 +138,21 @@ Deno.test("lifecycle controls: flags, DENIT_* twins, defaults that change nothin
   }
 });
 
+Deno.test("diagnosis options: --termination-log, -w, --log-format and their twins", () => {
+  const plain = config(["true"]);
+  assertEquals([plain.terminationLog, plain.warnReaped, plain.logFormat], [null, false, "text"]);
+  const env = {
+    DENIT_TERMINATION_LOG: "/tmp/why",
+    DENIT_WARN_REAPED: "1",
+    DENIT_LOG_FORMAT: "JSON",
+  };
+  const c = config(["true"], env);
+  assertEquals([c.terminationLog, c.warnReaped, c.logFormat], ["/tmp/why", true, "json"]);
+  const flags = config(["-w", "--log-format", "text", "--termination-log=/x", "true"]);
+  assertEquals([flags.terminationLog, flags.warnReaped, flags.logFormat], ["/x", true, "text"]);
+  assertThrows(() => parseInvocation(["--log-format", "xml", "x"], {}), UsageError, /text or json/);
+});
+
 Deno.test("help and version win over everything else", () => {
   assertEquals(parseInvocation(["-v", "-h"], {}).kind, "help");
   assertEquals(parseInvocation(["--version"], {}).kind, "version");

@@ -110,6 +110,8 @@ Deno.test("health through the child's life: ready, counters, stopping, exited", 
     assertOk(Number(metrics.get("denit_zombies_reaped_total")) >= 3);
     assertOk(Number(metrics.get("process_resident_memory_bytes")) > 1_000_000);
     assertOk(Number(metrics.get("process_open_fds")) > 2);
+    assertEquals(metrics.get("denit_ready"), "1");
+    assertEquals(metrics.get("denit_unreaped_zombies"), "0");
 
     killPid(proc.child.pid, "SIGTERM");
     await proc.waitFor(/^term$/);
@@ -127,10 +129,10 @@ Deno.test("health through the child's life: ready, counters, stopping, exited", 
     assertEquals((exited.child as { exitCode: number }).exitCode, 3);
     const notReady = await get(port, "/readyz");
     assertEquals([notReady.status, notReady.body], [503, "child exited\n"]);
-    assertEquals(
-      checkPrometheus((await get(port, "/metrics")).body).get("denit_child_exit_code"),
-      "3",
-    );
+    const final = checkPrometheus((await get(port, "/metrics")).body);
+    assertEquals(final.get("denit_child_exit_code"), "3");
+    assertEquals(final.get('denit_child_exit_info{cause="exited",signal=""}'), "1");
+    assertEquals(final.get("denit_ready"), "0");
     const end = await proc.status();
     assertEquals(end.code, 3, end.stderr);
     // Closed with denit: nothing listens any more.

@@ -10,6 +10,7 @@ import { FIXTURES } from "./helpers.ts";
 import { parseInvocation } from "../src/supervise/cli.ts";
 import { parseCopyInvocation } from "../src/copy/cli.ts";
 import { ABANDON_MS } from "../src/supervise/machine.ts";
+import { DEFAULT_TERMINATION_LOG } from "../src/supervise/termination.ts";
 
 interface ContainerShape {
   name: string;
@@ -18,6 +19,7 @@ interface ContainerShape {
   ports?: Array<{ name?: string; containerPort: number }>;
   livenessProbe?: { httpGet?: { path: string; port: number | string } };
   readinessProbe?: { httpGet?: { path: string; port: number | string } };
+  terminationMessagePath?: string;
   volumeMounts?: Array<{ name: string; mountPath: string }>;
 }
 
@@ -68,6 +70,9 @@ for (const file of files) {
           `${container.name}: terminationGracePeriodSeconds must cover ${budget} ms`,
         );
       }
+      // denit's termination message goes where the kubelet reads it.
+      const messagePath = container.terminationMessagePath ?? DEFAULT_TERMINATION_LOG;
+      assertEquals(config.terminationLog ?? DEFAULT_TERMINATION_LOG, messagePath);
       const appPorts = (container.ports ?? []).filter((p) =>
         p.containerPort !== config.health?.port
       );

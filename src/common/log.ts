@@ -38,14 +38,71 @@ export function formatLine(
   return `denit[${pid}] ${level}: ${message}${tail}`;
 }
 
+/** How lines look: `denit[PID] level: message key=value`, or one JSON object per line. */
+export type LogFormat = "text" | "json";
+
+/**
+ * The longest line written: PIPE_BUF, the size up to which the kernel writes to a pipe in one
+ * piece. Each line goes out in one write(2), so it never interleaves with the child's output on
+ * a shared stderr pipe; a longer message is cut (with "...").
+ */
+export const MAX_LINE_BYTES = 4096;
+
+/** One JSON line: time, level, pid, message and the fields (exported for tests). */
+export function formatJsonLine(
+  pid: number,
+  level: LogLevel,
+  message: string,
+  fields: LogFields = {},
+  timeMs: number = Date.now(),
+): string {
+  const kept = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
+  return JSON.stringify({
+    time: new Date(timeMs).toISOString(),
+    level,
+    logger: "denit",
+    pid,
+    message,
+    fields: kept,
+  });
+}
+
+const encoder = new TextEncoder();
+
+/** The line's bytes with "\n", at most MAX_LINE_BYTES: the message is cut when it must be. */
+export function lineBytes(format: (message: string) => string, message: string): Uint8Array {
+  let bytes = encoder.encode(`${format(message)}\n`);
+  for (let keep = message.length; bytes.length > MAX_LINE_BYTES && keep > 0;) {
+    // Cut by the excess (at least a little), then format again: JSON escapes must stay whole.
+    keep = Math.max(0, keep - Math.max(16, bytes.length - MAX_LINE_BYTES));
+    bytes = encoder.encode(`${format(`${message.slice(0, keep)}...`)}\n`);
+  }
+  return bytes;
+}
+
+/** Writes all of `bytes` to stderr; a closed or full stderr never stops denit. */
+function writeErr(bytes: Uint8Array): void {
+  try {
+    for (let done = 0; done < bytes.length;) done += Deno.stderr.writeSync(bytes.subarray(done));
+  } catch {
+    // stderr closed (EPIPE) or non-blocking and full (EAGAIN): the line is lost, not denit.
+  }
+}
+
 /** Creates a logger that writes lines at or below `level` to stderr. */
-export function createLogger(level: LogLevel, pid: number = Deno.pid): Logger {
+export function createLogger(
+  level: LogLevel,
+  pid: number = Deno.pid,
+  format: LogFormat = "text",
+): Logger {
   const rank = LOG_LEVELS.indexOf(level);
   const enabled = (wanted: LogLevel) => LOG_LEVELS.indexOf(wanted) <= rank;
   const write = (wanted: LogLevel) => (message: string, fields?: LogFields) => {
     if (!enabled(wanted)) return;
-    // deno-lint-ignore no-console -- this module is the single owner of console output
-    console.error(formatLine(pid, wanted, message, fields));
+    const shape = format === "json"
+      ? (text: string) => formatJsonLine(pid, wanted, text, fields)
+      : (text: string) => formatLine(pid, wanted, text, fields);
+    writeErr(lineBytes(shape, message));
   };
   return Object.freeze({
     level,

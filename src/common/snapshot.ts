@@ -19,6 +19,14 @@ export interface Snapshot {
   readonly exitSignal: string | null;
   readonly zombiesReaped: number;
   readonly signalsForwarded: Readonly<Record<string, number>>;
+  /** Zombies denit cannot reap (their parent is alive and does not wait), at the last scan. */
+  readonly unreapedZombies: number;
+  /** Their parents, most zombies first (at most 5). */
+  readonly zombieParents: ReadonlyArray<{ pid: number; name: string; zombies: number }>;
+  /** Why the child ended: exited, oom, grace, timeout, forwarded or external. */
+  readonly exitCause: string | null;
+  /** The same, as a sentence ("the child was killed by SIGKILL: the kernel's OOM killer..."). */
+  readonly exitReason: string | null;
   /** Once the child exited: stopping leftovers, or waiting for descendants to end. */
   readonly cleanup: "terminating" | "killing" | "waiting" | null;
   /** Why the child is being stopped (state "stopping"): a stop signal, or --timeout. */

@@ -102,9 +102,12 @@ export function statusDocument(source: HealthSource, nowMs: number): Record<stri
         : seconds((s.exitedAtMs ?? nowMs) - s.startedAtMs),
       exitCode: s.exitCode,
       exitSignal: s.exitSignal,
+      exitCause: s.exitCause,
+      exitReason: s.exitReason,
       deadlineAt: iso(s.deadlineAtMs),
     },
     zombiesReaped: s.zombiesReaped,
+    unreapedZombies: { count: s.unreapedZombies, parents: s.zombieParents },
     signalsForwarded: s.signalsForwarded,
     stopping: s.stopCause === null ? null : {
       cause: s.stopCause,
@@ -176,9 +179,21 @@ export function metricsText(source: HealthSource): string {
       `denit_child_exit_code ${s.exitCode}`,
     ]);
   }
+  if (s.exitCause !== null) {
+    metric(lines, "denit_child_exit_info", "gauge", "Why the child ended (always 1).", [
+      `denit_child_exit_info{cause="${s.exitCause}",signal="${s.exitSignal ?? ""}"} 1`,
+    ]);
+  }
   metric(lines, "denit_zombies_reaped_total", "counter", "Processes reaped, child included.", [
     `denit_zombies_reaped_total ${s.zombiesReaped}`,
   ]);
+  metric(
+    lines,
+    "denit_unreaped_zombies",
+    "gauge",
+    "Zombies denit cannot reap: their parent is alive and does not wait for them.",
+    [`denit_unreaped_zombies ${s.unreapedZombies}`],
+  );
   metric(lines, "denit_signals_forwarded_total", "counter", "Signals sent to the child.", [
     ...Object.entries(s.signalsForwarded).map(([signal, count]) =>
       `denit_signals_forwarded_total{signal="${signal}"} ${count}`

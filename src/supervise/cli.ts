@@ -16,7 +16,7 @@ import {
 } from "../common/args.ts";
 import { parseDuration } from "../common/duration.ts";
 import { UsageError } from "../common/errors.ts";
-import { LOG_LEVELS, type LogLevel } from "../common/log.ts";
+import { LOG_LEVELS, type LogFormat, type LogLevel } from "../common/log.ts";
 import { parseSignal } from "../common/signals.ts";
 
 /** The child's soft limit of open files: as the runtime left it, the hard limit, or a number. */
@@ -49,6 +49,12 @@ export interface Config {
   readonly readyWhen: ReadyCheck | null;
   /** When the child exits, wait for its descendants instead of stopping them. */
   readonly waitDescendants: boolean;
+  /** Where the exit report goes; null: /dev/termination-log when it exists and is empty. */
+  readonly terminationLog: string | null;
+  /** A warn line for every reaped process that is not the main child (tini's -w). */
+  readonly warnReaped: boolean;
+  /** How log lines look. */
+  readonly logFormat: LogFormat;
   /** Lines to log once a logger exists (a misspelt DENIT_* variable, say). */
   readonly warnings: readonly string[];
 }
@@ -103,13 +109,18 @@ Options:
                            on port 7623 of every address (IPv6 and IPv4)
       --health-addr ADDR   the same on HOST:PORT, :PORT, [V6]:PORT     DENIT_HEALTH_ADDR=ADDR
                            (:PORT and [::]:PORT: IPv6 and IPv4; 0.0.0.0:PORT: IPv4 only)
+      --termination-log PATH  write why it ended to PATH at exit       DENIT_TERMINATION_LOG=PATH
+                           (default: /dev/termination-log if there and empty)
+  -w, --warn-reaped        a warn line for each reaped orphan          DENIT_WARN_REAPED=1
+      --log-format FORMAT  text (default) or json, one object a line   DENIT_LOG_FORMAT=text|json
   -v, --verbose            more log lines on stderr (repeatable)       DENIT_LOG_LEVEL=error|warn|info|debug
   -h, --help               this text
       --version            denit's version
 
 DURATION is a number with ms, s, m or h (a bare number is seconds), at most 24h.
 SIGNAL is a name (TERM, SIGTERM) or a number. Exit status: the child's, 128+N if it
-died of signal N, 126 not executable, 127 not found, 2 usage error, 125 denit failed.`;
+died of signal N, 124 --timeout passed, 126 not executable, 127 not found, 2 usage
+error, 125 denit failed.`;
 
 /** The options, with their environment twins. */
 export const OPTIONS: readonly OptionSpec[] = [
@@ -138,6 +149,14 @@ export const OPTIONS: readonly OptionSpec[] = [
   },
   { key: "health", names: ["--health"], kind: "flag", env: "DENIT_HEALTH" },
   { key: "health-addr", names: ["--health-addr"], kind: "value", env: "DENIT_HEALTH_ADDR" },
+  {
+    key: "termination-log",
+    names: ["--termination-log"],
+    kind: "value",
+    env: "DENIT_TERMINATION_LOG",
+  },
+  { key: "warn-reaped", names: ["-w", "--warn-reaped"], kind: "flag", env: "DENIT_WARN_REAPED" },
+  { key: "log-format", names: ["--log-format"], kind: "value", env: "DENIT_LOG_FORMAT" },
   { key: "verbose", names: ["-v", "--verbose"], kind: "flag" },
   { key: "help", names: ["-h", "--help"], kind: "flag" },
   { key: "version", names: ["--version"], kind: "flag" },
@@ -148,6 +167,12 @@ export const VARIABLES: readonly string[] = [
   ...OPTIONS.flatMap((spec) => spec.env === undefined ? [] : [spec.env]),
   "DENIT_LOG_LEVEL",
 ];
+
+function parseLogFormat(text: string): LogFormat {
+  const format = text.trim().toLowerCase();
+  if (format === "text" || format === "json") return format;
+  throw new RangeError(`Invalid log format "${text}": use text or json`);
+}
 
 function parseRewrite(text: string): [number, number] {
   const parts = text.split(":");
@@ -215,6 +240,8 @@ function buildConfig(
   const timeout = settings.last("timeout");
   const user = settings.last("user");
   const ready = settings.last("ready-when");
+  const terminationLog = settings.last("termination-log");
+  const logFormat = settings.last("log-format");
   const readyWhen = ready === undefined || ready.value.trim() === ""
     ? null
     : parseFrom(ready, parseReadyCheck);
@@ -261,6 +288,11 @@ function buildConfig(
     user: user === undefined || user.value.trim() === "" ? null : user.value.trim(),
     readyWhen,
     waitDescendants: settings.flag("wait-descendants"),
+    terminationLog: terminationLog === undefined || terminationLog.value === ""
+      ? null
+      : terminationLog.value,
+    warnReaped: settings.flag("warn-reaped"),
+    logFormat: logFormat === undefined ? "text" : parseFrom(logFormat, parseLogFormat),
     warnings: Object.freeze(warnings),
   });
 }

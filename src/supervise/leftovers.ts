@@ -14,6 +14,8 @@ export interface ProcessInfo {
   readonly state: string;
   /** The process group. */
   readonly pgid: number;
+  /** The parent (0 when unknown). */
+  readonly ppid: number;
 }
 
 function childrenOf(pid: number | "self"): number[] {
@@ -69,10 +71,16 @@ export function describeProcess(pid: number): ProcessInfo {
     const open = stat.indexOf("(");
     const close = stat.lastIndexOf(")");
     // proc(5): after "(comm) " come state, ppid, pgrp.
-    const [state = "?", , pgrp = "0"] = stat.slice(close + 2).split(" ");
-    return { pid, name: stat.slice(open + 1, close), state, pgid: Number(pgrp) };
+    const [state = "?", ppid = "0", pgrp = "0"] = stat.slice(close + 2).split(" ");
+    return {
+      pid,
+      name: stat.slice(open + 1, close),
+      state,
+      pgid: Number(pgrp),
+      ppid: Number(ppid),
+    };
   } catch {
-    return { pid, name: "?", state: "?", pgid: 0 }; // Ended while we looked.
+    return { pid, name: "?", state: "?", pgid: 0, ppid: 0 }; // Ended while we looked.
   }
 }
 

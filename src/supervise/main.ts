@@ -83,7 +83,7 @@ export async function superviseMain(
       return ExitCode.USAGE;
     }
   }
-  const log = createLogger(config.logLevel);
+  const log = createLogger(config.logLevel, Deno.pid, config.logFormat);
   for (const warning of config.warnings) log.warn(warning);
   if (repair.removed.length > 0) {
     log.debug("undid the runtime's node shim in the environment", {
@@ -169,6 +169,7 @@ async function supervise(
 ): Promise<number> {
   // As gosu and su-exec do: the child's HOME is the user's (when passwd names one).
   if (runAs !== null && runAs.home !== null) Deno.env.set("HOME", runAs.home);
+  let failure: { code: number; message: string } | null = null;
   try {
     // Deno refuses arguments that are not valid UTF-8 before denit runs, so every argument
     // here is exact text, and its UTF-8 encoding is the exact bytes it came in as.
@@ -176,12 +177,20 @@ async function supervise(
     await supervisor.start(config.command.map((arg) => encoder.encode(arg)), runAs);
   } catch (err: unknown) {
     const { ExecError } = await import("./command.ts");
-    if (err instanceof ExecError) {
-      log.error(err.message);
-      return err.exitCode;
-    }
-    log.error(`Cannot start the supervisor: ${describe(err)}`);
-    return ExitCode.INTERNAL;
+    failure = err instanceof ExecError
+      ? { code: err.exitCode, message: err.message }
+      : { code: ExitCode.INTERNAL, message: `Cannot start the supervisor: ${describe(err)}` };
+    log.error(failure.message);
   }
-  return await supervisor.finished();
+  const code = failure?.code ?? await supervisor.finished();
+  const exit = supervisor.exitReport();
+  const { writeTerminationLog } = await import("./termination.ts");
+  await writeTerminationLog(config.terminationLog, {
+    exitCode: code,
+    cause: exit?.cause ?? (failure === null ? "lost" : "start"),
+    reason: exit?.text ?? failure?.message ?? "the child's exit status was lost",
+    signal: exit?.signal ?? null,
+    ranMs: exit?.ranMs ?? null,
+  }, log);
+  return code;
 }

@@ -36,8 +36,21 @@ export interface ReapRound {
  */
 export const REAP_BATCH = 128;
 
-/** One round: waits until a child has terminated, then reaps up to `limit` of them. */
-export async function reapRound(childPid: number, limit: number = REAP_BATCH): Promise<ReapRound> {
+/** A reaped process that was not the main child (collected for `-w` only). */
+export interface Reaped {
+  readonly pid: number;
+  readonly status: ExitStatus;
+}
+
+/**
+ * One round: waits until a child has terminated, then reaps up to `limit` of them; with
+ * `others`, the pid and status of every one that was not the main child go there.
+ */
+export async function reapRound(
+  childPid: number,
+  limit: number = REAP_BATCH,
+  others: Reaped[] | null = null,
+): Promise<ReapRound> {
   const round: ReapRound = { reaped: 0, child: null, noChildren: false, errno: 0 };
   const waited = await waitForExited();
   if (waited === "no-children") {
@@ -50,6 +63,7 @@ export async function reapRound(childPid: number, limit: number = REAP_BATCH): P
     if (pid > 0) {
       round.reaped++;
       if (pid === childPid) round.child = lastReapedStatus();
+      else others?.push({ pid, status: lastReapedStatus() });
       continue;
     }
     // waitpid(2): ECHILD means the caller has no children left, waited-for or not.

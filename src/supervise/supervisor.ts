@@ -13,6 +13,7 @@ import {
   becomeSubreaper,
   Errno,
   errnoMessage,
+  type ExitStatus,
   fileLimit,
   ignoreSignal,
   isControllingTerminal,
@@ -38,8 +39,18 @@ import {
   type TimerName,
   transition,
 } from "./machine.ts";
-import { type ReapRound, reapRound } from "./reaper.ts";
+import { REAP_BATCH, type Reaped, type ReapRound, reapRound } from "./reaper.ts";
+import {
+  ReapedLog,
+  scanZombies,
+  ZOMBIE_SCAN_MS,
+  ZOMBIE_WARN_EVERY_MS,
+  type ZombieReport,
+  zombieWarning,
+} from "./zombies.ts";
 import { SIGNAL_TABLE } from "./signals.ts";
+import { explainExit, type Explanation } from "./cause.ts";
+import { findMemoryCgroup, type MemoryCgroup, readMemoryLimit, readOomKills } from "./cgroup.ts";
 import type { Spawner } from "./spawner.ts";
 import type { RunAs } from "./user.ts";
 
@@ -98,6 +109,18 @@ export class Supervisor {
   #finished = false;
   #startedAtMs: number | null = null;
   #drainingUntilMs: number | null = null;
+  /** The grace period (or a deadline without one) ended in SIGKILL to everything. */
+  #forcedKill = false;
+  /** `-w`: reaped orphans, reported; null without it (nothing collected). */
+  readonly #reapedLog: ReapedLog | null;
+  #zombies: ZombieReport = { total: 0, parents: [] };
+  #zombieTimer: ReturnType<typeof setInterval> | null = null;
+  #zombieWarnedAtMs = -Infinity;
+  /** Signals sent to the child, each with the one received for it (for the exit cause). */
+  readonly #sentToChild = new Map<number, number>();
+  #memory: MemoryCgroup | null = null;
+  #oomKillsAtStart: number | null = null;
+  #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
   #exitedAtMs: number | null = null;
   #reaped = 0;
   #lastSweepMs = -Infinity;
@@ -113,6 +136,7 @@ export class Supervisor {
     this.#log = log;
     this.#inbox = inbox;
     this.#publish = publish;
+    this.#reapedLog = config.warnReaped ? new ReapedLog(log) : null;
     publish?.(this.snapshot());
     this.#policy = {
       rewrite: config.rewrite,
@@ -138,6 +162,10 @@ export class Supervisor {
       exitSignal: exited?.status?.kind === "signaled" ? signalName(exited.status.signo) : null,
       zombiesReaped: this.#reaped,
       signalsForwarded: Object.freeze(Object.fromEntries(this.#forwarded)),
+      unreapedZombies: this.#zombies.total,
+      zombieParents: this.#zombies.parents,
+      exitCause: this.#exit?.cause ?? null,
+      exitReason: this.#exit?.text ?? null,
       cleanup: exited?.phase ?? null,
       stopCause: state.name === "stopping" ? state.cause : null,
       drainingUntilMs: state.name === "stopping" && state.draining !== null
@@ -158,6 +186,9 @@ export class Supervisor {
     const name = this.#config.command[0] ?? "";
     const command: Executable = { path: resolveCommand(name, Deno.env.get("PATH")), argv };
     this.#prepareProcess();
+    // Before the child runs: an OOM kill in its first moments must still show as a rise.
+    this.#memory = findMemoryCgroup();
+    this.#oomKillsAtStart = this.#memory === null ? null : readOomKills(this.#memory);
     this.#inbox.take((signo) => this.#dispatch({ type: "signal-received", signo }));
     const spawner = runAs === null ? null : new (await import("./spawner.ts")).Spawner();
     try {
@@ -185,6 +216,8 @@ export class Supervisor {
     });
     this.#dispatch({ type: "child-started", pid, target });
     void this.#reapLoop(pid);
+    this.#zombieTimer = setInterval(() => this.#scanZombies(), ZOMBIE_SCAN_MS);
+    Deno.unrefTimer(this.#zombieTimer);
   }
 
   /** Resolves with denit's exit code once the child and its leftovers are gone. */
@@ -237,17 +270,33 @@ export class Supervisor {
     return await run(request);
   }
 
+  /** Zombies denit cannot reap: counted for /status, a warn line at most once a minute. */
+  #scanZombies(): void {
+    if (this.#finished) return;
+    const report = scanZombies();
+    const changed = report.total !== this.#zombies.total;
+    this.#zombies = report;
+    if (changed) this.#publish?.(this.snapshot());
+    const now = Date.now();
+    if (report.total === 0 || now - this.#zombieWarnedAtMs < ZOMBIE_WARN_EVERY_MS) return;
+    this.#zombieWarnedAtMs = now;
+    this.#log.warn(zombieWarning(report));
+  }
+
   async #reapLoop(childPid: number): Promise<void> {
+    const others: Reaped[] | null = this.#reapedLog === null ? null : [];
     while (!this.#finished) {
       let round: ReapRound;
       try {
-        round = await reapRound(childPid);
+        if (others !== null) others.length = 0;
+        round = await reapRound(childPid, REAP_BATCH, others);
       } catch (err: unknown) {
         // A PID 1 never bails: say so, wait a moment, and wait for children again.
         this.#log.error("reaping failed; retrying", { error: String(err) });
         await new Promise((resolve) => setTimeout(resolve, REAP_RETRY_MS));
         continue;
       }
+      for (const { pid, status } of others ?? []) this.#reapedLog?.reaped(pid, status);
       this.#afterRound(round);
     }
   }
@@ -263,6 +312,7 @@ export class Supervisor {
     if (round.errno !== 0) this.#log.warn("waitpid failed", { errno: round.errno });
     if (round.child !== null) {
       this.#exitedAtMs = Date.now();
+      this.#explain(round.child);
       this.#dispatch({ type: "child-exited", status: round.child, othersLeft: !round.noChildren });
     } else if (round.reaped > 0) {
       this.#dispatch({ type: "others-reaped" });
@@ -271,6 +321,48 @@ export class Supervisor {
       const lost = this.#state.name !== "exited";
       this.#dispatch(lost ? { type: "child-lost" } : { type: "children-gone" });
     }
+  }
+
+  /** Says why the child ended: one warn line for a signal, a debug line for an exit. */
+  #explain(status: ExitStatus): void {
+    const state = this.#state;
+    const stoppedBy = state.name !== "stopping"
+      ? null
+      : state.cause === "timeout"
+      ? "timeout"
+      : state.forced
+      ? "grace"
+      : null;
+    // Read only for a SIGKILL, the OOM killer's signal: an ordinary exit costs no read.
+    const killed = status.kind === "signaled" && status.signo === SIGKILL;
+    const oomNow = killed && this.#memory !== null ? readOomKills(this.#memory) : null;
+    const oomKilled = oomNow !== null && this.#oomKillsAtStart !== null &&
+      oomNow > this.#oomKillsAtStart;
+    const memoryLimit = oomKilled && this.#memory !== null ? readMemoryLimit(this.#memory) : null;
+    const explanation = explainExit({
+      status,
+      stoppedBy,
+      forwarded: this.#sentToChild,
+      oomKilled,
+      memoryLimit,
+      graceMs: this.#config.graceMs,
+      timeoutMs: this.#config.timeoutMs,
+    });
+    const signal = status.kind === "signaled" ? signalName(status.signo) : null;
+    this.#exit = { ...explanation, signal, memoryLimit };
+    if (status.kind === "exited") this.#log.debug(explanation.text, { cause: explanation.cause });
+    else this.#log.warn(explanation.text, { cause: explanation.cause });
+  }
+
+  /** Why the child ended, once it did. */
+  exitReport():
+    | { cause: string; text: string; signal: string | null; ranMs: number | null }
+    | null {
+    if (this.#exit === null) return null;
+    const ranMs = this.#startedAtMs === null || this.#exitedAtMs === null
+      ? null
+      : this.#exitedAtMs - this.#startedAtMs;
+    return { cause: this.#exit.cause, text: this.#exit.text, signal: this.#exit.signal, ranMs };
   }
 
   #dispatch(event: Event): void {
@@ -326,6 +418,7 @@ export class Supervisor {
     const result = sendSignal(target, signo);
     if (result.ok) {
       this.#forwarded.set(signal, (this.#forwarded.get(signal) ?? 0) + 1);
+      this.#sentToChild.set(signo, received);
       if (target < 0) this.#groupSignals.add(signo);
       // Per-signal path: build the log line only when it is shown.
       if (!this.#log.enabled("info")) return;
@@ -397,8 +490,11 @@ export class Supervisor {
       : `grace period of ${formatDuration(graceMs)} expired`;
     const code = graceMs === null ? "; exit code 124" : "";
     this.#log.warn(`${why}: SIGKILL to ${formatProcesses(named)}${code}`);
+    this.#forcedKill = true;
     this.#forward(SIGKILL, target, SIGKILL);
-    this.#killLeftovers(SIGKILL, false);
+    // The processes named above, by pid: once the child is dead, its children are briefly
+    // nobody's (not yet reparented to denit) and a fresh walk of the tree would miss them.
+    this.#killLeftovers(SIGKILL, false, named.map((p) => p.pid));
   }
 
   /** A sweep asked by the machine; those that follow reaping are spaced SWEEP_INTERVAL_MS. */
@@ -417,7 +513,7 @@ export class Supervisor {
     this.#killLeftovers(signo, true);
   }
 
-  #killLeftovers(signo: number, announce: boolean): void {
+  #killLeftovers(signo: number, announce: boolean, known: readonly number[] = []): void {
     const signal = signalName(signo);
     const sent = this.#signalled.get(signo) ?? new Set<number>();
     this.#signalled.set(signo, sent);
@@ -433,9 +529,8 @@ export class Supervisor {
     // Each process once: a group that got this signal forwarded already had it (-g), and a
     // process found again in a later sweep is not signalled twice.
     const groupDone = this.#groupSignals.has(signo) ? -this.#target : 0;
-    const fresh = (Deno.pid === 1 ? otherProcesses() : descendants()).filter((pid) =>
-      !sent.has(pid)
-    );
+    const found = new Set([...known, ...(Deno.pid === 1 ? otherProcesses() : descendants())]);
+    const fresh = [...found].filter((pid) => !sent.has(pid));
     for (const pid of fresh) sent.add(pid);
     const infos = fresh.map(describeProcess).filter((p) =>
       p.state !== "Z" && p.state !== "?" && p.pgid !== groupDone
@@ -447,6 +542,13 @@ export class Supervisor {
   }
 
   #warnKill(processes: ReturnType<typeof describeProcess>[]): void {
+    if (this.#forcedKill) {
+      // Reparented to denit after the grace period's SIGKILL (their parent just died).
+      this.#log.warn(
+        `SIGKILL to leftovers found after the forced stop: ${formatProcesses(processes)}`,
+      );
+      return;
+    }
     const after = this.#config.killAfterMs === 0
       ? "at once (--kill-after 0)"
       : `after ${formatDuration(this.#config.killAfterMs)}`;
@@ -465,6 +567,8 @@ export class Supervisor {
       );
     }
     this.#finished = true;
+    this.#reapedLog?.close();
+    if (this.#zombieTimer !== null) clearInterval(this.#zombieTimer);
     for (const name of [...this.#timers.keys()]) this.#cancelTimer(name);
     if (this.#sweepTimer !== null) clearTimeout(this.#sweepTimer);
     // The inbox's listeners stay: a signal arriving now is swallowed rather than killing denit.

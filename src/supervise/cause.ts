@@ -1,0 +1,75 @@
+/**
+ * Why the child ended, as an operator asks it ("my container exited 137, why?"): its own exit,
+ * the kernel's OOM killer, denit's own SIGKILL (grace or timeout), a signal denit forwarded from
+ * outside, or a signal from someone else.
+ */
+
+import { SIGKILL, signalName } from "../common/signals.ts";
+import type { ExitStatus } from "../sys/process.ts";
+import { formatDuration } from "../common/duration.ts";
+import { formatBytes } from "./cgroup.ts";
+
+/** The causes /status and /metrics name. */
+export type ExitCause = "exited" | "oom" | "grace" | "timeout" | "forwarded" | "external";
+
+/** What the supervisor knew when the child's status came. */
+export interface ExitFacts {
+  readonly status: ExitStatus;
+  /** denit was stopping the child: for `--timeout`, or with SIGKILL after `--grace`. */
+  readonly stoppedBy: "timeout" | "grace" | null;
+  /** Signals denit sent the child, each with the signal denit received for it. */
+  readonly forwarded: ReadonlyMap<number, number>;
+  /** The memory cgroup's oom_kill count rose while the child ran. */
+  readonly oomKilled: boolean;
+  /** The cgroup's memory limit (bytes), null if none or unknown. */
+  readonly memoryLimit: number | null;
+  readonly graceMs: number | null;
+  readonly timeoutMs: number | null;
+}
+
+/** The cause, and a sentence for the log line and the termination message. */
+export interface Explanation {
+  readonly cause: ExitCause;
+  readonly text: string;
+}
+
+/** Explains the child's end. */
+export function explainExit(facts: ExitFacts): Explanation {
+  const { status } = facts;
+  if (status.kind === "exited") {
+    return { cause: "exited", text: `the child exited with code ${status.code}` };
+  }
+  const signal = signalName(status.signo);
+  const killed = `the child was killed by ${signal}${status.coreDumped ? " (core dumped)" : ""}`;
+  if (status.signo === SIGKILL && facts.oomKilled) {
+    const limit = facts.memoryLimit === null
+      ? "no limit set on the cgroup"
+      : `memory limit ${formatBytes(facts.memoryLimit)}`;
+    return { cause: "oom", text: `${killed}: the kernel's OOM killer (${limit})` };
+  }
+  if (facts.stoppedBy === "timeout") {
+    return {
+      cause: "timeout",
+      text: `${killed}: denit's own, its deadline of ${
+        formatDuration(facts.timeoutMs ?? 0)
+      } passed`,
+    };
+  }
+  if (status.signo === SIGKILL && facts.stoppedBy === "grace") {
+    return {
+      cause: "grace",
+      text: `${killed}: denit's own, the grace period of ${
+        formatDuration(facts.graceMs ?? 0)
+      } ran out`,
+    };
+  }
+  const received = facts.forwarded.get(status.signo);
+  if (received !== undefined) {
+    const from = received === status.signo ? "" : ` (denit received ${signalName(received)})`;
+    return { cause: "forwarded", text: `${killed}: forwarded by denit from outside${from}` };
+  }
+  return {
+    cause: "external",
+    text: `${killed}: not sent by denit (the child, its own kin, or the kernel)`,
+  };
+}

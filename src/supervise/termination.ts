@@ -1,0 +1,133 @@
+/**
+ * Kubernetes' termination message: a short report of why the container ended, written where
+ * the kubelet reads it (`terminationMessagePath`, /dev/termination-log by default), so that
+ * `kubectl describe pod` shows it. The kubelet reads at most 4096 bytes.
+ *
+ * Written whole or not at all where it can be: a temporary file beside it, renamed over it.
+ * Kubernetes bind-mounts the file itself, and a mount point cannot be renamed over (EBUSY);
+ * there the report goes in with one write(2) of at most 4096 bytes. A child that wrote its own
+ * message to the default file keeps it: denit writes only to an empty one there. Bounded: a
+ * write that takes longer than WRITE_TIMEOUT_MS is abandoned with a warn line.
+ */
+
+import type { Logger } from "../common/log.ts";
+import { formatDuration } from "../common/duration.ts";
+
+/** Kubernetes' default terminationMessagePath. */
+export const DEFAULT_TERMINATION_LOG = "/dev/termination-log";
+/** The kubelet's cap on a termination message. */
+export const MAX_REPORT_BYTES = 4096;
+/** How long denit's exit may wait for the report to be written. */
+export const WRITE_TIMEOUT_MS = 1000;
+
+/** What the report says. */
+export interface TerminationReport {
+  readonly exitCode: number;
+  /** exited, oom, grace, timeout, forwarded, external; "start" when the child never ran. */
+  readonly cause: string;
+  readonly reason: string;
+  readonly signal: string | null;
+  readonly ranMs: number | null;
+}
+
+/** The report's text, cut to MAX_REPORT_BYTES. */
+export function formatReport(report: TerminationReport): string {
+  const lines = [
+    `denit: exit code ${report.exitCode}`,
+    `cause: ${report.cause}`,
+    ...(report.signal === null ? [] : [`signal: ${report.signal}`]),
+    ...(report.ranMs === null ? [] : [`ran: ${formatDuration(Math.round(report.ranMs))}`]),
+    `reason: ${report.reason}`,
+  ];
+  const bytes = new TextEncoder().encode(`${lines.join("\n")}\n`);
+  if (bytes.length <= MAX_REPORT_BYTES) return new TextDecoder().decode(bytes);
+  // Cut on a character boundary: the decoder drops a split last character.
+  return new TextDecoder().decode(bytes.subarray(0, MAX_REPORT_BYTES - 4)).replace(/\uFFFD$/, "") +
+    "...\n";
+}
+
+async function writeWhole(path: string, bytes: Uint8Array): Promise<void> {
+  // Only a regular file (or none) is replaced: a symbolic link, a FIFO read by a sidecar or a
+  // device is written to, never swapped for a file.
+  const existing = await Deno.lstat(path).catch(() => null);
+  const replaceable = existing === null || existing.isFile;
+  if (replaceable && await replace(path, bytes)) return;
+  await writeInto(path, bytes);
+}
+
+/** A temporary file beside `path`, renamed over it; false if that cannot be done here. */
+async function replace(path: string, bytes: Uint8Array): Promise<boolean> {
+  const slash = path.lastIndexOf("/");
+  const dir = slash <= 0 ? (slash === 0 ? "/" : ".") : path.slice(0, slash);
+  const suffix = crypto.getRandomValues(new Uint32Array(1))[0]?.toString(16) ?? "0";
+  const temporary = `${dir === "/" ? "" : dir}/.denit-report-${suffix}`;
+  try {
+    await Deno.writeFile(temporary, bytes, { mode: 0o644, createNew: true });
+    await Deno.rename(temporary, path);
+    return true;
+  } catch {
+    await Deno.remove(temporary).catch(() => {/* never made, or renamed already */});
+    return false;
+  }
+}
+
+/**
+ * One write(2) into the file itself, at most 4096 bytes: for a mount point (Kubernetes
+ * bind-mounts the file), a directory denit cannot write, or a file that is not regular.
+ */
+async function writeInto(path: string, bytes: Uint8Array): Promise<void> {
+  const file = await Deno.open(path, { write: true, truncate: true });
+  try {
+    const written = await file.write(bytes);
+    if (written !== bytes.length) throw new Error(`short write: ${written} of ${bytes.length}`);
+  } finally {
+    file.close();
+  }
+}
+
+/**
+ * Writes the report to `path` (from --termination-log), or to /dev/termination-log when it
+ * exists, is writable and empty. Never throws; a failure is a warn line.
+ */
+export async function writeTerminationLog(
+  setting: string | null,
+  report: TerminationReport,
+  log: Logger,
+): Promise<void> {
+  const path = setting ?? DEFAULT_TERMINATION_LOG;
+  if (setting === null) {
+    let size: number;
+    try {
+      const info = await Deno.stat(path);
+      if (!info.isFile) return;
+      size = info.size;
+    } catch {
+      return; // Not in Kubernetes (no such file): nothing to do, nothing to say.
+    }
+    if (size > 0) {
+      log.debug("the child wrote its own termination message; left as it is", { path });
+      return;
+    }
+  }
+  const bytes = new TextEncoder().encode(formatReport(report));
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<"timeout">((resolve) => {
+    timer = setTimeout(() => resolve("timeout"), WRITE_TIMEOUT_MS);
+  });
+  try {
+    const outcome = await Promise.race([
+      writeWhole(path, bytes).then(() => "done" as const),
+      timeout,
+    ]);
+    if (outcome === "timeout") {
+      log.warn(
+        `cannot write the termination message to ${path}: no answer in ${WRITE_TIMEOUT_MS} ms`,
+      );
+    }
+  } catch (err: unknown) {
+    const reason = err instanceof Error ? err.message.split("\n")[0] : String(err);
+    log.warn(`cannot write the termination message to ${path}: ${reason}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * What denit says about processes it reaps or cannot reap.
+ *
+ * - Zombies it cannot reap: a zombie whose parent is alive and not waiting is only that
+ *   parent's to reap (the kernel hands it to denit only when the parent dies). A scan every
+ *   ZOMBIE_SCAN_MS (of this PID namespace as PID 1, of denit's descendants as a subreaper)
+ *   counts them by parent; /status and /metrics show the count, and a warn line (at most one
+ *   a minute) names the parent.
+ * - `-w`: a warn line for each reaped process that is not the main child, at most
+ *   REAPED_LINES_PER_SECOND a second; beyond that one summary line a second counts the rest.
+ */
+
+import type { Logger } from "../common/log.ts";
+import type { ExitStatus } from "../sys/process.ts";
+import { signalName } from "../common/signals.ts";
+import { descendants, describeProcess, otherProcesses } from "./leftovers.ts";
+
+/** How often the scan for zombies denit cannot reap runs. */
+export const ZOMBIE_SCAN_MS = 5000;
+/** At most one warn line about them per this long. */
+export const ZOMBIE_WARN_EVERY_MS = 60_000;
+/** `-w`: lines per second before the rest are summarised. */
+export const REAPED_LINES_PER_SECOND = 5;
+/** A scan reads at most this many processes' /proc/PID/stat (a bound on its cost). */
+export const ZOMBIE_SCAN_LIMIT = 4096;
+/** How many parents /status lists. */
+const TOP_PARENTS = 5;
+
+/** A parent that leaves zombies unreaped. */
+export interface ZombieParent {
+  readonly pid: number;
+  readonly name: string;
+  readonly zombies: number;
+}
+
+/** What a scan found. */
+export interface ZombieReport {
+  readonly total: number;
+  /** The parents with the most zombies, most first. */
+  readonly parents: readonly ZombieParent[];
+}
+
+/** Counts zombies whose parent is not denit (`self`), by parent. */
+export function scanZombies(self: number = Deno.pid): ZombieReport {
+  const byParent = new Map<number, number>();
+  const pids = (self === 1 ? otherProcesses() : descendants()).slice(0, ZOMBIE_SCAN_LIMIT);
+  for (const pid of pids) {
+    const info = describeProcess(pid);
+    if (info.state !== "Z" || info.ppid === self || info.ppid === 0) continue;
+    byParent.set(info.ppid, (byParent.get(info.ppid) ?? 0) + 1);
+  }
+  let total = 0;
+  for (const count of byParent.values()) total += count;
+  const parents = [...byParent].sort((a, b) => b[1] - a[1]).slice(0, TOP_PARENTS).map((
+    [pid, zombies],
+  ) => ({ pid, name: describeProcess(pid).name, zombies }));
+  return { total, parents };
+}
+
+/** The warn line for a scan that found zombies. */
+export function zombieWarning(report: ZombieReport): string {
+  const top = report.parents[0];
+  const parents = report.parents.map((p) => `${p.pid} (${p.name}): ${p.zombies}`).join(", ");
+  const them = report.total === 1 ? "a zombie" : `${report.total} zombies`;
+  return `${them} denit cannot reap: ${parents}; their parent is alive and does not wait for ` +
+    `them, so only it can reap them${top === undefined ? "" : ` (fix or restart ${top.name})`}; ` +
+    `see README "Zombies denit cannot reap"`;
+}
+
+function describeStatus(status: ExitStatus): string {
+  return status.kind === "exited"
+    ? `exited ${status.code}`
+    : `killed by ${signalName(status.signo)}${status.coreDumped ? " (core dumped)" : ""}`;
+}
+
+/** `-w`: the lines for reaped processes, rate-limited. */
+export class ReapedLog {
+  readonly #log: Logger;
+  #windowStartMs = 0;
+  #shown = 0;
+  #suppressed = 0;
+  #flushTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(log: Logger) {
+    this.#log = log;
+  }
+
+  /** One reaped process (not the main child). */
+  reaped(pid: number, status: ExitStatus, nowMs: number = Date.now()): void {
+    if (nowMs - this.#windowStartMs >= 1000) this.#flush(nowMs);
+    if (this.#shown < REAPED_LINES_PER_SECOND) {
+      this.#shown++;
+      this.#log.warn("reaped a process that was not the main child", {
+        pid,
+        status: describeStatus(status),
+      });
+      return;
+    }
+    this.#suppressed++;
+    this.#flushTimer ??= setTimeout(() => {
+      this.#flushTimer = null;
+      this.#flush(Date.now());
+    }, 1000);
+  }
+
+  /** Says how many were not listed in the window that ends, and starts a new one. */
+  #flush(nowMs: number): void {
+    if (this.#suppressed > 0) {
+      this.#log.warn(
+        `reaped ${this.#suppressed} more processes that were not the main child ` +
+          `(more than ${REAPED_LINES_PER_SECOND} a second are counted, not listed)`,
+      );
+    }
+    this.#windowStartMs = nowMs;
+    this.#shown = 0;
+    this.#suppressed = 0;
+  }
+
+  /** At exit: the count of the last window, and no timer left. */
+  close(): void {
+    if (this.#flushTimer !== null) clearTimeout(this.#flushTimer);
+    this.#flushTimer = null;
+    this.#flush(Date.now());
+  }
+}

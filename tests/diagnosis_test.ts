@@ -1,0 +1,558 @@
+/**
+ * Why it ended, said where operators look: the exit cause (a real OOM kill in a real memory
+ * cgroup, denit's own SIGKILL, a forwarded signal, someone else's), the Kubernetes termination
+ * message, zombies denit cannot reap, -w, JSON logs, and log lines that never interleave with
+ * the child's output.
+ */
+
+import { assertEquals, assertMatch, assertOk } from "./assert.ts";
+import { DENIT, denitArgv, denitPid, freePort, MODES, rawHttp, run, Running } from "./helpers.ts";
+import {
+  memoryCgroupFrom,
+  memoryLimitFrom,
+  oomKillsFrom,
+  parseMountInfo,
+} from "../src/supervise/cgroup.ts";
+import { explainExit } from "../src/supervise/cause.ts";
+import { formatReport, MAX_REPORT_BYTES } from "../src/supervise/termination.ts";
+import { formatJsonLine, lineBytes, MAX_LINE_BYTES } from "../src/common/log.ts";
+
+async function get(port: number, path: string): Promise<string> {
+  const text = await rawHttp(port, `GET ${path} HTTP/1.0\r\n\r\n`, { timeoutMs: 3000 });
+  return text.slice(text.indexOf("\r\n\r\n") + 4);
+}
+
+/** The warn lines of a stderr text that say why the child ended. */
+function causeLines(stderr: string): string[] {
+  return stderr.split("\n").filter((line) => /cause=/.test(line));
+}
+
+// ---------------------------------------------------------------- exit cause
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: exit cause: external, forwarded, grace and timeout, one warn line each`, async () => {
+    const external = await run(denitArgv(mode, ["--", "sh", "-c", "kill -USR2 $$"]));
+    assertEquals(external.code, 140, external.stderr);
+    assertEquals(causeLines(external.stderr).length, 1, external.stderr);
+    assertMatch(external.stderr, /killed by SIGUSR2: not sent by denit.* cause=external/);
+
+    const forwarded = new Running(denitArgv(mode, ["--", "sh", "-c", "echo up; exec sleep 30"]));
+    await forwarded.waitFor(/^up$/);
+    Deno.kill(denitPid(forwarded, mode), "SIGTERM");
+    const stopped = await forwarded.status();
+    assertEquals(stopped.code, 143, stopped.stderr);
+    assertMatch(
+      stopped.stderr,
+      /killed by SIGTERM: forwarded by denit from outside cause=forwarded/,
+    );
+
+    const rewritten = new Running(
+      denitArgv(mode, ["-r", "TERM:INT", "--", "sh", "-c", "echo up; exec sleep 30"]),
+    );
+    await rewritten.waitFor(/^up$/);
+    Deno.kill(denitPid(rewritten, mode), "SIGTERM");
+    const r = await rewritten.status();
+    assertEquals(r.code, 130, r.stderr);
+    assertMatch(
+      r.stderr,
+      /killed by SIGINT: forwarded .*\(denit received SIGTERM\) cause=forwarded/,
+    );
+
+    const grace = await run(denitArgv(mode, [
+      "--grace",
+      "300ms",
+      "--",
+      "sh",
+      "-c",
+      `trap '' TERM; kill -TERM ${mode === "pid1" ? 1 : "$PPID"}; sleep 30`,
+    ]));
+    assertEquals(grace.code, 137, grace.stderr);
+    assertMatch(grace.stderr, /killed by SIGKILL: denit's own, the grace period of 300ms ran out/);
+
+    const timeout = await run(denitArgv(mode, ["--timeout", "300ms", "--", "sleep", "30"]));
+    assertEquals(timeout.code, 124, timeout.stderr);
+    assertMatch(timeout.stderr, /killed by SIGKILL: denit's own, its deadline of 300ms passed/);
+
+    const exited = await run(denitArgv(mode, ["-vvv", "--", "sh", "-c", "exit 3"]));
+    assertEquals(exited.code, 3);
+    assertMatch(exited.stderr, /debug: the child exited with code 3 cause=exited/);
+    const quiet = await run(denitArgv(mode, ["--", "sh", "-c", "exit 3"]));
+    assertEquals(causeLines(quiet.stderr), [], "a normal exit is a debug line only");
+  });
+}
+
+/** The memory cgroup v1 directory of this process, or null (with the reason printed). */
+const MEMORY_V1 = (() => {
+  try {
+    const line = Deno.readTextFileSync("/proc/self/cgroup").split("\n").find((l) =>
+      /^\d+:memory:/.test(l)
+    );
+    if (line === undefined || Deno.uid() !== 0) return null;
+    const dir = `/sys/fs/cgroup/memory${line.split(":")[2]}`.replace(/\/$/, "");
+    return Deno.statSync(`${dir}/memory.oom_control`).isFile ? dir : null;
+  } catch {
+    return null;
+  }
+})();
+
+Deno.test({
+  name: "exit cause: a real OOM kill in a cgroup v1 memory limit, named with the limit",
+  ignore: MEMORY_V1 === null,
+  fn: async () => {
+    // denit and its child in a fresh memory cgroup of 200 MiB; the child allocates until the
+    // kernel's OOM killer ends it (it is by far the largest process there).
+    const cgroup = `${MEMORY_V1}/denit-oom-${crypto.randomUUID().slice(0, 8)}`;
+    const report = await Deno.makeTempFile({ prefix: "denit-oom-report-" });
+    await Deno.mkdir(cgroup);
+    try {
+      await Deno.writeTextFile(`${cgroup}/memory.limit_in_bytes`, String(200 * 1024 * 1024));
+      await Deno.writeTextFile(`${cgroup}/memory.swappiness`, "0").catch(() => {});
+      const hog =
+        "a = []\nwhile True:\n    b = bytearray(16 << 20)\n    b[::4096] = b'x' * 4096\n" +
+        "    a.append(b)\n";
+      const port = freePort();
+      const proc = new Running([
+        "sh",
+        "-c",
+        `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`,
+        "enter-cgroup",
+        ...DENIT,
+        "-s",
+        "--health-addr",
+        `127.0.0.1:${port}`,
+        "--termination-log",
+        report,
+        "--",
+        "python3",
+        "-c",
+        hog,
+      ]);
+      const result = await proc.status(30_000);
+      assertEquals(result.code, 137, result.stderr);
+      assertMatch(
+        result.stderr,
+        /killed by SIGKILL: the kernel's OOM killer \(memory limit 200 MiB\) cause=oom/,
+      );
+      const kills = oomKillsFrom(await Deno.readTextFile(`${cgroup}/memory.oom_control`));
+      assertOk(kills !== null && kills >= 1, "the kernel counted no OOM kill");
+      const message = await Deno.readTextFile(report);
+      assertMatch(message, /^denit: exit code 137\ncause: oom\nsignal: SIGKILL\nran: /);
+      assertMatch(message, /memory limit 200 MiB/);
+    } finally {
+      await Deno.remove(report).catch(() => {});
+      // The cgroup empties as its processes end; rmdir works once it has.
+      for (let i = 0; i < 100; i++) {
+        try {
+          await Deno.remove(cgroup);
+          break;
+        } catch {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      }
+    }
+  },
+});
+
+Deno.test("exit cause in /status and /metrics while denit still waits", async () => {
+  const port = freePort();
+  const proc = new Running([
+    ...DENIT,
+    "-s",
+    "--wait-descendants",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--",
+    "sh",
+    "-c",
+    "sleep 30 & echo up; kill -USR2 $$",
+  ]);
+  try {
+    await proc.waitFor(/^up$/);
+    let status: { child: Record<string, unknown> } = { child: {} };
+    for (let i = 0; i < 200 && status.child.exitCause === undefined; i++) {
+      const doc = JSON.parse(await get(port, "/status"));
+      if (doc.child.exitCause !== null) status = doc;
+      else await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assertEquals(status.child.exitCause, "external");
+    assertMatch(String(status.child.exitReason), /killed by SIGUSR2/);
+    const metrics = await get(port, "/metrics");
+    assertMatch(metrics, /^denit_child_exit_info\{cause="external",signal="SIGUSR2"\} 1$/m);
+  } finally {
+    await proc.stop();
+  }
+});
+
+Deno.test("exit cause: the rules, and OOM only for SIGKILL with a rising counter", () => {
+  const base = {
+    stoppedBy: null,
+    forwarded: new Map<number, number>(),
+    oomKilled: false,
+    memoryLimit: null,
+    graceMs: 2000,
+    timeoutMs: 60_000,
+  };
+  const kill = { kind: "signaled" as const, signo: 9, coreDumped: false };
+  assertEquals(explainExit({ ...base, status: { kind: "exited", code: 0 } }).cause, "exited");
+  assertEquals(explainExit({ ...base, status: kill, oomKilled: true }).cause, "oom");
+  assertMatch(
+    explainExit({ ...base, status: kill, oomKilled: true }).text,
+    /no limit set on the cgroup/,
+  );
+  assertEquals(explainExit({ ...base, status: kill, stoppedBy: "grace" }).cause, "grace");
+  assertEquals(
+    explainExit({ ...base, status: { ...kill, signo: 15 }, stoppedBy: "timeout" }).cause,
+    "timeout",
+  );
+  assertEquals(
+    explainExit({ ...base, status: { ...kill, signo: 15 }, forwarded: new Map([[15, 15]]) }).cause,
+    "forwarded",
+  );
+  // A TERM-killed child with a rising OOM counter was not OOM-killed: the killer sends KILL.
+  assertEquals(
+    explainExit({ ...base, status: { ...kill, signo: 15 }, oomKilled: true }).cause,
+    "external",
+  );
+  assertEquals(explainExit({ ...base, status: { ...kill, signo: 11 } }).cause, "external");
+});
+
+// Real file contents of cgroup v2 (a Kubernetes node with the systemd cgroup driver, kernel 6.x)
+// and of this machine's v1 layout, as the kernel writes them.
+const V2_CGROUP = "0::/kubepods.slice/kubepods-burstable.slice/cri-containerd-3f2a.scope\n";
+const V2_MOUNTINFO = [
+  "24 31 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw",
+  "28 24 0:25 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 " +
+  "rw,nsdelegate,memory_recursiveprot",
+].join("\n");
+const V2_IN_NAMESPACE_CGROUP = "0::/\n";
+const V2_IN_NAMESPACE_MOUNTINFO =
+  "1130 1121 0:25 / /sys/fs/cgroup ro,nosuid,nodev,noexec,relatime - cgroup2 cgroup rw,nsdelegate";
+const V2_MEMORY_EVENTS = "low 0\nhigh 0\nmax 1742\noom 3\noom_kill 2\noom_group_kill 0\n";
+const V1_CGROUP = "9:name=systemd:/\n4:memory:/process_api/6b62bc93\n0::/\n";
+const V1_MOUNTINFO = [
+  "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755",
+  "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory",
+].join("\n");
+const V1_OOM_CONTROL = "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n";
+
+Deno.test("cgroup v2 and v1: the memory cgroup, its OOM-kill count and limit, from real contents", () => {
+  assertEquals(memoryCgroupFrom(V2_CGROUP, V2_MOUNTINFO), {
+    version: 2,
+    dir: "/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/cri-containerd-3f2a.scope",
+  });
+  assertEquals(memoryCgroupFrom(V2_IN_NAMESPACE_CGROUP, V2_IN_NAMESPACE_MOUNTINFO), {
+    version: 2,
+    dir: "/sys/fs/cgroup",
+  });
+  assertEquals(memoryCgroupFrom(V1_CGROUP, V1_MOUNTINFO), {
+    version: 1,
+    dir: "/sys/fs/cgroup/memory/process_api/6b62bc93",
+  });
+  // A v1 hierarchy mounted with a deeper root (a container's view of its own cgroup).
+  const deeper =
+    "40 31 0:32 /process_api/6b62bc93 /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory";
+  assertEquals(memoryCgroupFrom(V1_CGROUP, deeper), { version: 1, dir: "/sys/fs/cgroup/memory" });
+  assertEquals(memoryCgroupFrom("", ""), null);
+  assertEquals(oomKillsFrom(V2_MEMORY_EVENTS), 2);
+  assertEquals(oomKillsFrom(V1_OOM_CONTROL), 1);
+  assertEquals(oomKillsFrom("oom_kill_disable 0\nunder_oom 0\n"), null); // kernels before 4.13
+  assertEquals(memoryLimitFrom(2, "max\n"), null);
+  assertEquals(memoryLimitFrom(2, "268435456\n"), 268435456);
+  assertEquals(memoryLimitFrom(1, "9223372036854771712\n"), null);
+  assertEquals(memoryLimitFrom(1, "209715200\n"), 209715200);
+  assertEquals(parseMountInfo("36 35 0:33 / /a\\040b rw - tmpfs x rw")[0]?.mountPoint, "/a b");
+});
+
+// ---------------------------------------------------------------- termination message
+
+Deno.test("termination message: written whole to --termination-log, no temporary left", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-term-" });
+  try {
+    const result = await run([
+      ...DENIT,
+      "-s",
+      "--termination-log",
+      `${dir}/message`,
+      "--",
+      "sh",
+      "-c",
+      "kill -USR2 $$",
+    ]);
+    assertEquals(result.code, 140);
+    const text = await Deno.readTextFile(`${dir}/message`);
+    assertMatch(
+      text,
+      /^denit: exit code 140\ncause: external\nsignal: SIGUSR2\nran: \d+m?s\nreason: the child was killed by SIGUSR2: .*\n$/,
+    );
+    const left: string[] = [];
+    for await (const entry of Deno.readDir(dir)) left.push(entry.name);
+    assertEquals(left, ["message"]);
+    const missing = await run([
+      ...DENIT,
+      "--termination-log",
+      `${dir}/message`,
+      "--",
+      "no-such-command-here",
+    ]);
+    assertEquals(missing.code, 127);
+    assertMatch(
+      await Deno.readTextFile(`${dir}/message`),
+      /exit code 127\ncause: start\nreason: .*not found/,
+    );
+    const unwritable = await run([
+      ...DENIT,
+      "--termination-log",
+      `${dir}/no/such/dir`,
+      "--",
+      "true",
+    ]);
+    assertEquals(unwritable.code, 0, "a failed write changes no exit code");
+    assertMatch(unwritable.stderr, /warn: cannot write the termination message to .*no\/such\/dir/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("termination message: a write that would block is abandoned within the bound", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-term-" });
+  try {
+    // A FIFO nobody reads: opening it for writing blocks forever.
+    const made = await run(["mkfifo", `${dir}/fifo`]);
+    assertEquals(made.code, 0);
+    const started = Date.now();
+    const result = await run([
+      ...DENIT,
+      "--termination-log",
+      `${dir}/fifo`,
+      "--",
+      "sh",
+      "-c",
+      "exit 4",
+    ], {
+      timeoutMs: 10_000,
+    });
+    const took = Date.now() - started;
+    assertEquals(result.code, 4, result.stderr);
+    assertMatch(
+      result.stderr,
+      /cannot write the termination message to .*fifo: no answer in 1000 ms/,
+    );
+    assertOk(took < 4000, `took ${took} ms`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+const CAN_MOUNT = Deno.uid() === 0;
+
+Deno.test({
+  name: "termination message: /dev/termination-log as Kubernetes mounts it (a bind-mounted file)",
+  ignore: !CAN_MOUNT,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-term-" });
+    try {
+      // A private mount namespace with its own /dev, and the host file bind-mounted over
+      // /dev/termination-log: renaming over a mount point fails (EBUSY), so the one-write path.
+      await Deno.writeTextFile(`${dir}/kubelet-file`, "");
+      await Deno.writeTextFile(`${dir}/own-message`, "");
+      const script = (file: string, child: string) =>
+        `mount -t tmpfs tmpfs /dev && touch /dev/termination-log && ` +
+        `mount --bind ${dir}/${file} /dev/termination-log && exec "$@" -- sh -c '${child}'`;
+      const result = await run([
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script("kubelet-file", "kill -KILL $$"),
+        "in-namespace",
+        ...DENIT,
+        "-s",
+      ]);
+      assertEquals(result.code, 137, result.stderr);
+      const text = await Deno.readTextFile(`${dir}/kubelet-file`);
+      assertMatch(text, /^denit: exit code 137\ncause: external\nsignal: SIGKILL\n/);
+      // A child that wrote its own message keeps it.
+      const own = await run([
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script("own-message", "echo the app says why > /dev/termination-log; exit 3"),
+        "in-namespace",
+        ...DENIT,
+        "-s",
+      ]);
+      assertEquals(own.code, 3, own.stderr);
+      assertEquals(await Deno.readTextFile(`${dir}/own-message`), "the app says why\n");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test("termination message: at most 4096 bytes, cut on a character boundary", () => {
+  const long = formatReport({
+    exitCode: 1,
+    cause: "start",
+    reason: "é".repeat(5000),
+    signal: null,
+    ranMs: null,
+  });
+  const bytes = new TextEncoder().encode(long);
+  assertOk(bytes.length <= MAX_REPORT_BYTES, `${bytes.length} bytes`);
+  assertOk(long.endsWith("...\n") && !long.includes("\uFFFD"));
+});
+
+// ---------------------------------------------------------------- zombies denit cannot reap
+
+Deno.test("zombies denit cannot reap: /status, the gauge, and one warn line a minute", async () => {
+  const port = freePort();
+  // python forks 3 children that exit at once and never waits for them: 3 zombies, its own.
+  const script = "import os, time\nfor _ in range(3):\n    if os.fork() == 0: os._exit(0)\n" +
+    "print('forked', flush=True)\ntime.sleep(30)\n";
+  const proc = new Running([
+    ...DENIT,
+    "-s",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--",
+    "python3",
+    "-c",
+    script,
+  ]);
+  try {
+    await proc.waitFor(/^forked$/);
+    let doc: { unreapedZombies: { count: number; parents: Array<Record<string, unknown>> } } = {
+      unreapedZombies: { count: 0, parents: [] },
+    };
+    // The scan runs every 5 s: within about 6 s the count shows.
+    const deadline = Date.now() + 8000;
+    while (doc.unreapedZombies.count === 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      doc = JSON.parse(await get(port, "/status"));
+    }
+    assertEquals(doc.unreapedZombies.count, 3);
+    assertEquals(doc.unreapedZombies.parents[0]?.name, "python3");
+    assertEquals(doc.unreapedZombies.parents[0]?.zombies, 3);
+    assertMatch(await get(port, "/metrics"), /^denit_unreaped_zombies 3$/m);
+    // A second scan (5 s later) finds them again, but says nothing more for a minute.
+    await new Promise((resolve) => setTimeout(resolve, 5500));
+  } finally {
+    await proc.stop();
+  }
+  const { stderr } = await proc.status();
+  const warns = stderr.split("\n").filter((l) => /zombies denit cannot reap/.test(l));
+  assertEquals(warns.length, 1, stderr);
+  assertMatch(warns[0] ?? "", /3 zombies denit cannot reap: \d+ \(python3\): 3; .*README/);
+});
+
+// ---------------------------------------------------------------- -w and log lines
+
+Deno.test("-w: a line per reaped orphan, a storm summarised, every orphan counted once", async () => {
+  const few = await run([
+    ...DENIT,
+    "-s",
+    "-w",
+    "--wait-descendants",
+    "--",
+    "sh",
+    "-c",
+    "sleep 0.1 & sleep 0.1 & exit 0",
+  ]);
+  const lines = few.stderr.split("\n").filter((l) => /reaped a process that was not/.test(l));
+  assertEquals(lines.length, 2, few.stderr);
+  assertMatch(lines[0] ?? "", /pid=\d+ status="exited 0"/);
+  // 200 orphans at once: at most 5 lines a second, and a summary that counts the rest.
+  const storm = await run([
+    ...DENIT,
+    "-s",
+    "-w",
+    "--",
+    "sh",
+    "-c",
+    "i=0; while [ $i -lt 200 ]; do (true &); i=$((i+1)); done; exit 0",
+  ], { timeoutMs: 30_000 });
+  assertEquals(storm.code, 0, storm.stderr);
+  const listed = storm.stderr.split("\n").filter((l) => /reaped a process that was not/.test(l));
+  const summarised = [...storm.stderr.matchAll(/reaped (\d+) more processes/g)]
+    .reduce((sum, m) => sum + Number(m[1]), 0);
+  // Each (true &) leaves a subshell and a true: 400 processes, the subshells reaped by sh.
+  assertOk(listed.length <= 5 * 4, `${listed.length} lines listed`);
+  assertOk(listed.length + summarised >= 200, `${listed.length} + ${summarised}`);
+  const without = await run([...DENIT, "-s", "--", "sh", "-c", "sleep 0.1 & exit 0"]);
+  assertEquals(without.stderr, "", "without -w nothing is said");
+});
+
+Deno.test("--log-format json: every line is one JSON object with time, level, message, fields", async () => {
+  const result = await run([
+    ...DENIT,
+    "-s",
+    "-vv",
+    "--log-format",
+    "json",
+    "--",
+    "sh",
+    "-c",
+    "kill -USR2 $$",
+  ]);
+  const lines = result.stderr.trimEnd().split("\n");
+  assertOk(lines.length >= 3, result.stderr);
+  for (const line of lines) {
+    const entry = JSON.parse(line);
+    assertOk(!Number.isNaN(Date.parse(entry.time)), line);
+    assertOk(["error", "warn", "info", "debug"].includes(entry.level), line);
+    assertEquals(typeof entry.message, "string");
+    assertEquals(typeof entry.fields, "object");
+    assertEquals(entry.logger, "denit");
+  }
+  const cause = lines.map((l) => JSON.parse(l)).find((e) => e.fields.cause === "external");
+  assertEquals(cause?.level, "warn");
+  const env = await run([...DENIT, "-s", "--", "true"], { env: { DENIT_LOG_FORMAT: "yaml" } });
+  assertEquals(env.code, 2);
+  assertMatch(env.stderr, /Invalid log format "yaml": use text or json \(from DENIT_LOG_FORMAT\)/);
+});
+
+Deno.test("log lines: at most PIPE_BUF bytes, cut whole; JSON stays valid when cut", () => {
+  const long = "x".repeat(10_000) + "é".repeat(3000);
+  const text = lineBytes((m) => `denit[1] warn: ${m}`, long);
+  assertOk(text.length <= MAX_LINE_BYTES);
+  const json = lineBytes((m) => formatJsonLine(1, "warn", m, { a: 1 }), `"\\${long}`);
+  assertOk(json.length <= MAX_LINE_BYTES);
+  const parsed = JSON.parse(new TextDecoder().decode(json));
+  assertOk(parsed.message.endsWith("..."));
+});
+
+Deno.test("log lines never interleave mid-line with the child's output on a shared stderr", async () => {
+  // The child writes 300 lines of 3000 bytes to stderr (one write each) while denit logs a line
+  // for each of 300 orphans it reaps (-w with debug on): both write to the same pipe.
+  const script = "import os\n" +
+    "for i in range(300):\n" +
+    "    if os.fork() == 0:\n" +
+    "        if os.fork() == 0: os._exit(0)\n" +
+    "        os._exit(0)\n" +
+    "    os.wait()\n" +
+    "    os.write(2, (('child %04d ' % i) + 'y' * 2988 + '\\n').encode())\n";
+  const result = await run([...DENIT, "-s", "-w", "-vvv", "--", "python3", "-c", script], {
+    timeoutMs: 60_000,
+  });
+  assertEquals(result.code, 0, result.stderr.slice(-2000));
+  let child = 0;
+  let denit = 0;
+  for (const line of result.stderr.split("\n")) {
+    if (line === "") continue;
+    if (line.startsWith("child ")) {
+      assertMatch(line, /^child \d{4} y{2988}$/);
+      child++;
+    } else {
+      assertMatch(line, /^denit\[\d+\] (error|warn|info|debug): [^\n]*$/);
+      assertOk(!line.includes("child 0") && !line.includes("yyyy"), line.slice(0, 200));
+      denit++;
+    }
+  }
+  assertEquals(child, 300);
+  assertOk(denit >= 20, `${denit} denit lines`);
+});
