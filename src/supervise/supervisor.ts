@@ -5,6 +5,7 @@
  * of the loop: failures are logged, and reaping and forwarding go on.
  */
 
+import { quietDelay } from "../common/delay.ts";
 import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGCHLD, SIGKILL, signalName, SIGRTMAX, SIGRTMIN, SIGTERM } from "../common/signals.ts";
@@ -114,7 +115,6 @@ export class Supervisor {
   /** `-w`: reaped orphans, reported; null without it (nothing collected). */
   readonly #reapedLog: ReapedLog | null;
   #zombies: ZombieReport = { total: 0, parents: [] };
-  #zombieTimer: ReturnType<typeof setInterval> | null = null;
   #zombieWarnedAtMs = -Infinity;
   /** Signals sent to the child, each with the one received for it (for the exit cause). */
   readonly #sentToChild = new Map<number, number>();
@@ -216,8 +216,7 @@ export class Supervisor {
     });
     this.#dispatch({ type: "child-started", pid, target });
     void this.#reapLoop(pid);
-    this.#zombieTimer = setInterval(() => this.#scanZombies(), ZOMBIE_SCAN_MS);
-    Deno.unrefTimer(this.#zombieTimer);
+    void this.#zombieLoop();
   }
 
   /** Resolves with denit's exit code once the child and its leftovers are gone. */
@@ -270,10 +269,19 @@ export class Supervisor {
     return await run(request);
   }
 
+  /** The scan's pace: a quiet delay, not a timer (see common/delay.ts); ends with denit. */
+  async #zombieLoop(): Promise<void> {
+    while (!this.#finished) {
+      await quietDelay(ZOMBIE_SCAN_MS);
+      await this.#scanZombies();
+    }
+  }
+
   /** Zombies denit cannot reap: counted for /status, a warn line at most once a minute. */
-  #scanZombies(): void {
+  async #scanZombies(): Promise<void> {
     if (this.#finished) return;
-    const report = scanZombies();
+    const report = await scanZombies(Deno.pid, () => quietDelay(1));
+    if (this.#finished) return;
     const changed = report.total !== this.#zombies.total;
     this.#zombies = report;
     if (changed) this.#publish?.(this.snapshot());
@@ -568,7 +576,6 @@ export class Supervisor {
     }
     this.#finished = true;
     this.#reapedLog?.close();
-    if (this.#zombieTimer !== null) clearInterval(this.#zombieTimer);
     for (const name of [...this.#timers.keys()]) this.#cancelTimer(name);
     if (this.#sweepTimer !== null) clearTimeout(this.#sweepTimer);
     // The inbox's listeners stay: a signal arriving now is swallowed rather than killing denit.

@@ -23,6 +23,8 @@ export const ZOMBIE_WARN_EVERY_MS = 60_000;
 export const REAPED_LINES_PER_SECOND = 5;
 /** A scan reads at most this many processes' /proc/PID/stat (a bound on its cost). */
 export const ZOMBIE_SCAN_LIMIT = 4096;
+/** Processes read between two turns of the event loop (about 1 ms of reads). */
+export const ZOMBIE_SCAN_SLICE = 128;
 /** How many parents /status lists. */
 const TOP_PARENTS = 5;
 
@@ -40,12 +42,17 @@ export interface ZombieReport {
   readonly parents: readonly ZombieParent[];
 }
 
-/** Counts zombies whose parent is not denit (`self`), by parent. */
-export function scanZombies(self: number = Deno.pid): ZombieReport {
+/** Counts zombies whose parent is not denit (`self`), by parent; `pause` between slices. */
+export async function scanZombies(
+  self: number = Deno.pid,
+  pause: () => Promise<void> = () => Promise.resolve(),
+): Promise<ZombieReport> {
   const byParent = new Map<number, number>();
   const pids = (self === 1 ? otherProcesses() : descendants()).slice(0, ZOMBIE_SCAN_LIMIT);
-  for (const pid of pids) {
-    const info = describeProcess(pid);
+  for (let i = 0; i < pids.length; i++) {
+    // In slices: the event loop turns between them, so signals wait a slice, not a scan.
+    if (i > 0 && i % ZOMBIE_SCAN_SLICE === 0) await pause();
+    const info = describeProcess(pids[i] ?? 0);
     if (info.state !== "Z" || info.ppid === self || info.ppid === 0) continue;
     byParent.set(info.ppid, (byParent.get(info.ppid) ?? 0) + 1);
   }
