@@ -29,7 +29,7 @@ RUN target="${DENO_TARGET}"; \
         *) echo "denit: no build for TARGETARCH=${TARGETARCH}: use linux/amd64 or linux/arm64" >&2; exit 1 ;; \
       esac; \
     fi \
- && deno compile $(cat bin/permissions) --no-check --frozen --target "$target" --output /out/denit mod.ts
+ && deno compile $(cat bin/permissions) --no-check --frozen --target "$target" --include src/jobs/entry.ts --output /out/denit mod.ts
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/denit /denit

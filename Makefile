@@ -33,12 +33,18 @@ $(DENO):
 	chmod 755 $(DENO).tmp && mv $(DENO).tmp $(DENO)
 	$(DENO) --version | head -1
 
-bundle: dist/denit.js
+bundle: dist/denit.js dist/denit-jobs.js
 
 dist/denit.js: $(DENO) $(SOURCES) deno.json
 	mkdir -p dist
 	$(DENO) bundle --quiet --platform=deno --minify mod.ts -o dist/denit.js.tmp
 	mv dist/denit.js.tmp dist/denit.js
+
+# The job service's gRPC half, beside the bundle: loaded only with --jobs-socket or `denit job`.
+dist/denit-jobs.js: $(DENO) $(SOURCES) deno.json
+	mkdir -p dist
+	$(DENO) bundle --quiet --platform=deno --minify src/jobs/entry.ts -o dist/denit-jobs.js.tmp
+	mv dist/denit-jobs.js.tmp dist/denit-jobs.js
 
 # Needs Deno's denort base binary: downloaded by deno, or given with DENORT_BIN=/path/denort.
 compile: $(DENO) $(SOURCES)
@@ -46,7 +52,7 @@ compile: $(DENO) $(SOURCES)
 	  echo "make compile: unknown TARGET=$(TARGET): use x86_64 or aarch64" >&2; exit 2; }
 	mkdir -p dist
 	$(DENO) compile $(PERMS) --no-check $(if $(TARGET_TRIPLE),--target $(TARGET_TRIPLE),) \
-	  --output dist/denit mod.ts 2>dist/compile.log || { \
+	  --include src/jobs/entry.ts --output dist/denit mod.ts 2>dist/compile.log || { \
 	  if grep -q "denort" dist/compile.log; then \
 	    echo "make compile: deno compile could not get its denort base binary (dl.deno.land) for" \
 	      "Deno $(DENO_VERSION): allow that download, or set DENORT_BIN=/path/to/denort" >&2; \

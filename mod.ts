@@ -13,22 +13,39 @@ import { SignalInbox } from "./src/supervise/inbox.ts";
 import {
   COPY_WORKER_NAME,
   HEALTH_WORKER_NAME,
+  JOBS_WORKER_NAME,
   SPAWN_WORKER_NAME,
   workerName,
 } from "./src/common/workers.ts";
 
 export { ExitCode } from "./src/common/exit_codes.ts";
 
+/**
+ * The job service's gRPC code (about 450 KB with @grpc/grpc-js), which nothing else may pay
+ * for: a specifier the bundler cannot follow keeps it out of dist/denit.js, in a bundle of its
+ * own beside it; from the sources and in the compiled binary (`--include`) it is the module.
+ */
+async function jobsModule(): Promise<typeof import("./src/jobs/entry.ts")> {
+  await (await import("./src/jobs/require.ts")).provideRequire();
+  const entry = import.meta.url.endsWith(".ts") ? "./src/jobs/entry.ts" : "./denit-jobs.js";
+  return await import(entry);
+}
+
 /** Runs denit with the given arguments (without the program name); resolves to the exit code. */
 export async function main(args: readonly string[]): Promise<number> {
   if (args[0] === "init" || args[0] === "copy") {
     return await (await import("./src/copy/main.ts")).copyMain(args);
+  }
+  if (args[0] === "job") return await (await jobsModule()).jobMain(args.slice(1));
+  if (args[0] === "bridge") {
+    return await (await import("./src/jobs/bridge.ts")).bridgeMain(args.slice(1));
   }
   const inbox = SignalInbox.open();
   const { superviseMain } = await import("./src/supervise/main.ts");
   return await superviseMain(args, {
     inbox,
     loadHealth: async () => (await import("./src/health/endpoint.ts")).startHealth,
+    loadJobs: async () => (await import("./src/jobs/start.ts")).startJobs,
   });
 }
 
@@ -37,6 +54,7 @@ export async function main(args: readonly string[]): Promise<number> {
 const worker = workerName();
 if (worker === COPY_WORKER_NAME) (await import("./src/copy/worker.ts")).serveCopyJobs();
 else if (worker === HEALTH_WORKER_NAME) (await import("./src/health/worker.ts")).serveHealth();
+else if (worker === JOBS_WORKER_NAME) (await jobsModule()).serveJobs();
 else if (worker === SPAWN_WORKER_NAME) {
   await (await import("./src/supervise/spawner.ts")).serveSpawns();
 } else if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -4,17 +4,21 @@ import assert from "node:assert/strict";
 
 /** Deep strict equality. */
 export function assertEquals<T>(actual: T, expected: T, message?: string): void {
-  assert.deepStrictEqual(actual, expected, message);
+  // Without a message, node:assert writes its own diff (an undefined one would replace it).
+  if (message === undefined) assert.deepStrictEqual(actual, expected);
+  else assert.deepStrictEqual(actual, expected, message);
 }
 
 /** The text matches the pattern. */
 export function assertMatch(actual: string, pattern: RegExp, message?: string): void {
-  assert.match(actual, pattern, message);
+  if (message === undefined) assert.match(actual, pattern);
+  else assert.match(actual, pattern, message);
 }
 
 /** The condition holds. */
 export function assertOk(condition: unknown, message?: string): asserts condition {
-  assert.ok(condition, message);
+  if (message === undefined) assert.ok(condition);
+  else assert.ok(condition, message);
 }
 
 /** The function throws an error of this class whose message matches. */

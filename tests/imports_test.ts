@@ -7,7 +7,7 @@
 import { assertEquals } from "./assert.ts";
 import { ROOT } from "./helpers.ts";
 
-const PROGRAMS = ["supervise", "health", "copy"];
+const PROGRAMS = ["supervise", "health", "copy", "jobs"];
 
 /** "common", "sys", a program's name, "entry", or "outside". */
 function roomOf(path: string): string {

@@ -94,7 +94,8 @@ Deno.test("the README's marked examples run as written and print what they show"
 
 Deno.test("--help and the README agree: usage lines, every option, every variable", () => {
   const usage = /```\n(denit \[OPTIONS\][\s\S]*?)\n```/.exec(README)?.[1]?.split("\n") ?? [];
-  const helpUsage = HELP.split("\n").slice(0, 3).map((line) => line.replace(/^(Usage: |\s+)/, ""));
+  const helpUsage = HELP.split("\n\n")[0]?.split("\n")
+    .map((line) => line.replace(/^(Usage: |\s+)/, "")) ?? [];
   assertEquals(usage, helpUsage);
   const table = section("Usage", "##");
   for (const spec of OPTIONS) {
@@ -134,6 +135,7 @@ Deno.test("README's /status fields are the document's fields", () => {
       stopCause: "signal" as const,
       drainingUntilMs: 0,
       deadlineAtMs: 0,
+      jobs: { running: 1, started: 2, succeeded: 1, failed: 0, cancelled: 0 },
     }),
     settings: {
       graceMs: null,

@@ -4,6 +4,7 @@
  * programs that report on it, so that neither imports the other.
  */
 
+import type { JobCounts } from "./jobs.ts";
 import type { ReadyCheck } from "./ready.ts";
 
 /** The supervisor's state names, as /status reports them. */
@@ -35,6 +36,8 @@ export interface Snapshot {
   readonly drainingUntilMs: number | null;
   /** With --timeout: when the child's deadline is. */
   readonly deadlineAtMs: number | null;
+  /** With --jobs-socket: the jobs by outcome; null without the job service. */
+  readonly jobs: JobCounts | null;
 }
 
 /** The settings observers show (/status): fixed for the run. */

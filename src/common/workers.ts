@@ -16,3 +16,5 @@ export function workerName(): string | null {
   if (!("WorkerGlobalScope" in globalThis)) return null;
   return (globalThis as { name?: string }).name ?? null;
 }
+/** The job service's thread (`--jobs-socket`). */
+export const JOBS_WORKER_NAME = "denit-jobs-worker";

@@ -39,11 +39,4 @@ export function basename(path: string): string {
   return trimmed.slice(trimmed.lastIndexOf("/") + 1);
 }
 
-/** Everything but the last component ("/" for "/x", "." for "x"). */
-export function dirname(path: string): string {
-  const trimmed = path.replace(/\/+$/, "");
-  if (trimmed === "" && path.startsWith("/")) return "/";
-  const slash = trimmed.lastIndexOf("/");
-  if (slash < 0) return ".";
-  return slash === 0 ? "/" : trimmed.slice(0, slash);
-}
+export { dirname } from "../common/paths.ts";

@@ -114,6 +114,7 @@ export function statusDocument(source: HealthSource, nowMs: number): Record<stri
       drainingUntil: iso(s.drainingUntilMs),
     },
     cleanup: s.cleanup,
+    jobs: s.jobs,
     readiness: readinessDocument(source),
     settings: settingsDocument(source.settings),
   };
@@ -194,6 +195,20 @@ export function metricsText(source: HealthSource): string {
     "Zombies denit cannot reap: their parent is alive and does not wait for them.",
     [`denit_unreaped_zombies ${s.unreapedZombies}`],
   );
+  if (s.jobs !== null) {
+    const j = s.jobs;
+    metric(lines, "denit_jobs_started_total", "counter", "Jobs started (--jobs-socket).", [
+      `denit_jobs_started_total ${j.started}`,
+    ]);
+    metric(lines, "denit_jobs_finished_total", "counter", "Jobs finished, by outcome.", [
+      `denit_jobs_finished_total{outcome="succeeded"} ${j.succeeded}`,
+      `denit_jobs_finished_total{outcome="failed"} ${j.failed}`,
+      `denit_jobs_finished_total{outcome="cancelled"} ${j.cancelled}`,
+    ]);
+    metric(lines, "denit_jobs_running", "gauge", "Jobs running now.", [
+      `denit_jobs_running ${j.running}`,
+    ]);
+  }
   metric(lines, "denit_signals_forwarded_total", "counter", "Signals sent to the child.", [
     ...Object.entries(s.signalsForwarded).map(([signal, count]) =>
       `denit_signals_forwarded_total{signal="${signal}"} ${count}`

@@ -47,6 +47,7 @@ const STARTING: Snapshot = Object.freeze({
   stopCause: null,
   drainingUntilMs: null,
   deadlineAtMs: null,
+  jobs: null,
 });
 
 /**

@@ -55,6 +55,10 @@ export interface Config {
   readonly warnReaped: boolean;
   /** How log lines look. */
   readonly logFormat: LogFormat;
+  /** The job service's Unix socket; null: no job service (nothing of it is loaded). */
+  readonly jobsSocket: string | null;
+  /** Where the jobs' output is spooled. */
+  readonly jobsSpool: string;
   /** Lines to log once a logger exists (a misspelt DENIT_* variable, say). */
   readonly warnings: readonly string[];
 }
@@ -72,6 +76,9 @@ export const DEFAULT_HEALTH: ListenAddress = Object.freeze({ hostname: "::", por
 /** The open-file limit children get where the container's own is unknowable (`deno run`). */
 export const DEFAULT_FILE_LIMIT = 1024;
 
+/** Where the jobs' output goes unless --jobs-spool says otherwise. */
+export const DEFAULT_JOBS_SPOOL = "/tmp/denit-jobs";
+
 /** One line of usage, printed after a usage error. */
 export const USAGE_LINE = "Usage: denit [OPTIONS] [--] COMMAND [ARGS...]";
 
@@ -79,6 +86,8 @@ export const USAGE_LINE = "Usage: denit [OPTIONS] [--] COMMAND [ARGS...]";
 export const HELP = `${USAGE_LINE}
        denit init [OPTIONS] DEST [--with PATH]...
        denit copy [OPTIONS] SRC... DEST
+       denit job run|follow|logs|cancel|list [OPTIONS] ...
+       denit bridge [SOCKET]
 
 Runs COMMAND as a child: forwards signals to it, reaps every zombie, stops what it
 left behind, and exits with its status. Every option has a DENIT_* environment twin;
@@ -111,6 +120,10 @@ Options:
                            (:PORT and [::]:PORT: IPv6 and IPv4; 0.0.0.0:PORT: IPv4 only)
       --termination-log PATH  write why it ended to PATH at exit       DENIT_TERMINATION_LOG=PATH
                            (default: /dev/termination-log if there and empty)
+      --jobs-socket PATH   serve the job service (gRPC) on this Unix   DENIT_JOBS_SOCKET=PATH
+                           socket, mode 0600; see 'denit job --help'
+      --jobs-spool DIR     the jobs' output files (default             DENIT_JOBS_SPOOL=DIR
+                           /tmp/denit-jobs, created 0700)
   -w, --warn-reaped        a warn line for each reaped orphan          DENIT_WARN_REAPED=1
       --log-format FORMAT  text (default) or json, one object a line   DENIT_LOG_FORMAT=text|json
   -v, --verbose            more log lines on stderr (repeatable)       DENIT_LOG_LEVEL=error|warn|info|debug
@@ -155,6 +168,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     kind: "value",
     env: "DENIT_TERMINATION_LOG",
   },
+  { key: "jobs-socket", names: ["--jobs-socket"], kind: "value", env: "DENIT_JOBS_SOCKET" },
+  { key: "jobs-spool", names: ["--jobs-spool"], kind: "value", env: "DENIT_JOBS_SPOOL" },
   { key: "warn-reaped", names: ["-w", "--warn-reaped"], kind: "flag", env: "DENIT_WARN_REAPED" },
   { key: "log-format", names: ["--log-format"], kind: "value", env: "DENIT_LOG_FORMAT" },
   { key: "verbose", names: ["-v", "--verbose"], kind: "flag" },
@@ -172,6 +187,19 @@ function parseLogFormat(text: string): LogFormat {
   const format = text.trim().toLowerCase();
   if (format === "text" || format === "json") return format;
   throw new RangeError(`Invalid log format "${text}": use text or json`);
+}
+
+/** sockaddr_un holds 107 bytes of path and a NUL. */
+const MAX_SOCKET_PATH_BYTES = 107;
+
+function parseSocketPath(text: string): string {
+  const bytes = new TextEncoder().encode(text).length;
+  if (bytes > MAX_SOCKET_PATH_BYTES) {
+    throw new RangeError(
+      `Invalid socket path "${text}": ${bytes} bytes, a Unix socket's path holds at most ${MAX_SOCKET_PATH_BYTES}`,
+    );
+  }
+  return text;
 }
 
 function parseRewrite(text: string): [number, number] {
@@ -242,6 +270,8 @@ function buildConfig(
   const ready = settings.last("ready-when");
   const terminationLog = settings.last("termination-log");
   const logFormat = settings.last("log-format");
+  const jobsSocket = settings.last("jobs-socket");
+  const jobsSpool = settings.last("jobs-spool");
   const readyWhen = ready === undefined || ready.value.trim() === ""
     ? null
     : parseFrom(ready, parseReadyCheck);
@@ -293,6 +323,12 @@ function buildConfig(
       : terminationLog.value,
     warnReaped: settings.flag("warn-reaped"),
     logFormat: logFormat === undefined ? "text" : parseFrom(logFormat, parseLogFormat),
+    jobsSocket: jobsSocket === undefined || jobsSocket.value === ""
+      ? null
+      : parseFrom(jobsSocket, parseSocketPath),
+    jobsSpool: jobsSpool === undefined || jobsSpool.value === ""
+      ? DEFAULT_JOBS_SPOOL
+      : jobsSpool.value,
     warnings: Object.freeze(warnings),
   });
 }

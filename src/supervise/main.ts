@@ -9,6 +9,7 @@ import { formatAddress } from "../common/address.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
+import type { JobsChannel, JobsStarter } from "../common/jobs.ts";
 import type { Snapshot, SupervisorSettings } from "../common/snapshot.ts";
 import { asksForInspector, undoRuntimeEnvironment } from "../common/runtime.ts";
 import { VERSION } from "../common/version.ts";
@@ -38,11 +39,13 @@ export interface SuperviseContext {
   readonly inbox: SignalInbox;
   /** Loads the health endpoint's code (only when --health asks for it). */
   readonly loadHealth: () => Promise<HealthStarter>;
+  /** Loads the job service's code (only when --jobs-socket asks for it). */
+  readonly loadJobs: () => Promise<JobsStarter>;
 }
 
 function describe(err: unknown): string {
-  if (err instanceof Deno.errors.AddrInUse) return "address already in use";
   if (err instanceof Deno.errors.AddrNotAvailable) return "address not available on this host";
+  if (err instanceof Deno.errors.AddrInUse) return "address already in use";
   if (err instanceof Deno.errors.PermissionDenied) return "permission denied";
   if (!(err instanceof Error)) return String(err);
   return err.message.split("\n")[0] ?? "";
@@ -110,11 +113,40 @@ export async function superviseMain(
   }
   const publish = health === null ? null : (snapshot: Snapshot) => health?.publish(snapshot);
   const supervisor = new supervisorModule.Supervisor(config, log, context.inbox, publish);
+  let jobs: JobsChannel | null = null;
+  try {
+    // Listening before the child starts, as the health endpoint: a bad socket fails first.
+    jobs = await startJobs(config, log, context, supervisor);
+  } catch (err: unknown) {
+    // The service's own messages say what is wrong with the path ("exists and is not a socket").
+    const reason = err instanceof Error && err.message !== "" ? err.message : describe(err);
+    log.error(`Cannot serve jobs on "${config.jobsSocket}": ${reason.split("\n")[0]}`);
+    health?.close();
+    return ExitCode.INTERNAL;
+  }
   try {
     return await supervise(config, supervisor, log, runAs);
   } finally {
+    jobs?.close();
     health?.close();
   }
+}
+
+async function startJobs(
+  config: Config,
+  log: Logger,
+  context: SuperviseContext,
+  supervisor: Supervisor,
+): Promise<JobsChannel | null> {
+  if (config.jobsSocket === null) return null;
+  const start = await context.loadJobs();
+  const { JobHost } = await import("./jobs.ts");
+  const channel = await start(config.jobsSocket, config.jobsSpool);
+  const host = new JobHost(channel, log, (counts) => supervisor.setJobCounts(counts));
+  supervisor.attachJobs(host);
+  channel.listen((message) => host.handle(message));
+  log.info("job service listening", { socket: config.jobsSocket, spool: config.jobsSpool });
+  return channel;
 }
 
 /**

@@ -54,6 +54,8 @@ import { explainExit, type Explanation } from "./cause.ts";
 import { findMemoryCgroup, type MemoryCgroup, readMemoryLimit, readOomKills } from "./cgroup.ts";
 import type { Spawner } from "./spawner.ts";
 import type { RunAs } from "./user.ts";
+import type { JobHost } from "./jobs.ts";
+import type { JobCounts } from "../common/jobs.ts";
 
 /** Sweeps of leftovers triggered by reaping are at least this far apart (each reads /proc). */
 const SWEEP_INTERVAL_MS = 20;
@@ -123,6 +125,9 @@ export class Supervisor {
   #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
   #exitedAtMs: number | null = null;
   #reaped = 0;
+  /** The job service's side on this thread (--jobs-socket); null without it. */
+  #jobs: JobHost | null = null;
+  #jobCounts: JobCounts | null = null;
   #lastSweepMs = -Infinity;
   #sweepTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -174,6 +179,7 @@ export class Supervisor {
       deadlineAtMs: this.#startedAtMs === null || this.#config.timeoutMs === null
         ? null
         : this.#startedAtMs + this.#config.timeoutMs,
+      jobs: this.#jobCounts,
     });
   }
 
@@ -217,6 +223,22 @@ export class Supervisor {
     this.#dispatch({ type: "child-started", pid, target });
     void this.#reapLoop(pid);
     void this.#zombieLoop();
+  }
+
+  /**
+   * Serves the job service: its jobs are reaped by this supervisor's reaper (the only one),
+   * and stopped with the leftovers when the child's end ends denit.
+   */
+  attachJobs(host: JobHost): void {
+    this.#jobs = host;
+    this.#jobCounts = { running: 0, started: 0, succeeded: 0, failed: 0, cancelled: 0 };
+    this.#publish?.(this.snapshot());
+  }
+
+  /** The job service's latest counts, for /status and /metrics. */
+  setJobCounts(counts: JobCounts): void {
+    this.#jobCounts = counts;
+    this.#publish?.(this.snapshot());
   }
 
   /** Resolves with denit's exit code once the child and its leftovers are gone. */
@@ -292,7 +314,7 @@ export class Supervisor {
   }
 
   async #reapLoop(childPid: number): Promise<void> {
-    const others: Reaped[] | null = this.#reapedLog === null ? null : [];
+    const others: Reaped[] | null = this.#reapedLog === null && this.#jobs === null ? null : [];
     while (!this.#finished) {
       let round: ReapRound;
       try {
@@ -304,7 +326,11 @@ export class Supervisor {
         await new Promise((resolve) => setTimeout(resolve, REAP_RETRY_MS));
         continue;
       }
-      for (const { pid, status } of others ?? []) this.#reapedLog?.reaped(pid, status);
+      for (const { pid, status } of others ?? []) {
+        // A job is not an orphan: -w reports only what nobody else waited for.
+        if (this.#jobs?.reaped(pid, status) !== true) this.#reapedLog?.reaped(pid, status);
+      }
+      if (round.reaped > 0) this.#jobs?.afterRound();
       this.#afterRound(round);
     }
   }

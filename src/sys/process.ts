@@ -217,6 +217,8 @@ export interface SpawnRequest {
   readonly foregroundFd?: number;
   /** The child's soft limit of open files (null: unlimited), when it must differ from ours. */
   readonly fileSoftLimit?: number | null;
+  /** posix_spawn file actions made by the caller (a job's pipes), which it destroys after. */
+  readonly fileActions?: Uint8Array<ArrayBuffer>;
 }
 
 /** Result of `spawn()`. */
@@ -274,9 +276,10 @@ export function spawn(request: SpawnRequest): SpawnResult {
   const argv = pointerArray(args);
   const envStrings = request.env?.map((entry) => cString(entry)) ?? null;
   const envp = envStrings === null ? null : pointerArray(envStrings);
-  const foreground = request.foregroundFd !== undefined && canSetForegroundOnSpawn();
-  const actions = foreground ? new Uint8Array(FILE_ACTIONS_BYTES) : null;
-  if (actions !== null) {
+  const foreground = request.foregroundFd !== undefined && canSetForegroundOnSpawn() &&
+    request.fileActions === undefined;
+  const actions = foreground ? new Uint8Array(FILE_ACTIONS_BYTES) : request.fileActions ?? null;
+  if (foreground && actions !== null) {
     libc.posix_spawn_file_actions_init(actions);
     libc.posix_spawn_file_actions_addtcsetpgrp_np?.(actions, request.foregroundFd ?? 0);
   }
@@ -299,7 +302,7 @@ export function spawn(request: SpawnRequest): SpawnResult {
   } finally {
     if (limit !== null && limit.soft !== request.fileSoftLimit) setFileLimit(limit);
     libc.posix_spawnattr_destroy(attr);
-    if (actions !== null) libc.posix_spawn_file_actions_destroy(actions);
+    if (foreground && actions !== null) libc.posix_spawn_file_actions_destroy(actions);
     // The C strings must outlive posix_spawn: referenced here, they stay reachable until now.
     void [args, path, envStrings, envp];
   }

@@ -210,6 +210,41 @@ export const NET_SYMBOLS = {
   },
 } as const satisfies Deno.ForeignLibraryInterface;
 
+/**
+ * The job service (`--jobs-socket`): pipes for the jobs' output, the spawn's file actions (on
+ * the main thread) and the pump that copies output to spool files (on the service's thread).
+ */
+export const JOB_SYMBOLS = {
+  pipe2: { parameters: ["buffer", "i32"], result: "i32" }, // int pipefd[2], int flags
+  close: { parameters: ["i32"], result: "i32" }, // int fd
+  // int fcntl(int fd, int cmd, ... /* int arg */): one int in the integer registers.
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  open: { parameters: ["buffer", "i32", "u32"], result: "i32" }, // const char *path, flags, mode
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // int fd, void *buf, count
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // fd, const void *buf, count
+  // int poll(struct pollfd *fds, nfds_t nfds, int timeout): waits on a thread of the runtime.
+  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
+  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" }, // actions *fa
+  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" }, // actions *fa
+  posix_spawn_file_actions_adddup2: {
+    parameters: ["buffer", "i32", "i32"], // posix_spawn_file_actions_t *fa, int fd, int newfd
+    result: "i32",
+  },
+  posix_spawn_file_actions_addopen: {
+    // posix_spawn_file_actions_t *fa, int fd, const char *path, int oflag, mode_t mode
+    parameters: ["buffer", "i32", "buffer", "i32", "u32"],
+    result: "i32",
+  },
+  // glibc 2.29+: chdir(path) in the child before exec.
+  posix_spawn_file_actions_addchdir_np: {
+    parameters: ["buffer", "buffer"], // posix_spawn_file_actions_t *fa, const char *path
+    result: "i32",
+    optional: true,
+  },
+  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+} as const satisfies Deno.ForeignLibraryInterface;
+
 /** Credentials of one thread: only the `--user` spawner thread opens this. */
 export const THREAD_SYMBOLS = {
   // long syscall(long number, ...): the raw calls, which change the calling thread only.

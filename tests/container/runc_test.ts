@@ -7,6 +7,7 @@ import { assertEquals, assertMatch, assertOk } from "../assert.ts";
 import { freePort, ROOT } from "../helpers.ts";
 import { CAN_RUNC, CHILD, Container, DENIT_ENTRY, DENIT_ROOTFS, runContainer } from "./oci.ts";
 import { buildGlibcRootfs } from "../../fixtures/rootfs.ts";
+import { call, client, finished, type Job, output, outputMatches } from "../jobs_client.ts";
 
 const ENABLED = CAN_RUNC && (() => {
   try {
@@ -239,6 +240,50 @@ containerTest(
       assertMatch(main.lines.join("\n"), /^pid \d+$/m);
     } finally {
       await Deno.remove(work, { recursive: true });
+    }
+  },
+);
+
+containerTest(
+  "jobs: a host gRPC client runs, follows and cancels jobs in a shell-less container",
+  async () => {
+    const shared = await Deno.makeTempDir({ prefix: "denit-jobs-runc-" });
+    const container = new Container({
+      rootfs: DENIT_ROOTFS,
+      args: [
+        ...DENIT_ENTRY,
+        "--jobs-socket",
+        "/run/denit/jobs.sock",
+        "--jobs-spool",
+        "/run/denit/spool",
+        "--",
+        ...CHILD,
+        "ignore-term",
+      ],
+      volumes: [[shared, "/run/denit"]],
+    });
+    const c = client(`${shared}/jobs.sock`);
+    try {
+      await container.waitFor(/^ready$/);
+      // The image's Deno runs the jobs: there is no shell or coreutils in there.
+      await call<Job>((cb) => c.Run({ id: "who", argv: [...CHILD, "whoami", "7"] }, cb));
+      const who = await finished(c, "who");
+      assertEquals([who.status, who.exitCode], ["FAILED", 7]);
+      assertMatch((await output(c, "who")).out, /^uid 0 gid 0\n/);
+      await call<Job>((cb) => c.Run({ id: "none", argv: ["sh", "-c", "true"] }, cb));
+      const none = await finished(c, "none");
+      assertEquals([none.status, none.exitCode], ["FAILED", 127]);
+      assertMatch((await output(c, "none")).err, /^denit: Cannot start "sh": command not found\n$/);
+      await call<Job>((cb) => c.Run({ id: "stuck", argv: [...CHILD, "ignore-term"] }, cb));
+      await outputMatches(c, "stuck", /^ready$/m);
+      const stuck = await call<Job>((cb) => c.Cancel({ id: "stuck", graceMs: 500 }, cb));
+      assertEquals([stuck.status, stuck.signal], ["CANCELLED", "SIGKILL"]);
+      const { jobs } = await call<{ jobs: Job[] }>((cb) => c.List({}, cb));
+      assertEquals(jobs.map((j) => j.id), ["who", "none", "stuck"]);
+    } finally {
+      c.close();
+      await container.remove();
+      await Deno.remove(shared, { recursive: true });
     }
   },
 );

@@ -1,0 +1,345 @@
+/**
+ * `denit job`: a small client of the job service for people and scripts, in the same
+ * executable. It speaks gRPC to the socket (directly, or through whatever carries it), and
+ * `logs -f` resumes from the offsets it reached when a connection drops.
+ */
+
+import * as grpc from "@grpc/grpc-js";
+import { type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
+import { parseDuration } from "../common/duration.ts";
+import { UsageError } from "../common/errors.ts";
+import { ExitCode } from "../common/exit_codes.ts";
+import { printErr, printOut } from "../common/log.ts";
+import { parseSignal } from "../common/signals.ts";
+import { DEFAULT_JOBS_SOCKET } from "../common/jobs.ts";
+import { jobsDefinition } from "./proto.ts";
+import type { JobMessage, OutputMessage } from "./service.ts";
+
+/** How long `logs -f` and `follow` keep trying to reconnect before they give up. */
+const RECONNECT_FOR_MS = 60_000;
+
+const USAGE = "Usage: denit job run|follow|logs|cancel|list [--socket PATH] ...";
+
+/** `denit job --help`. */
+export const JOB_HELP = `${USAGE}
+
+Talks to the job service of a denit started with --jobs-socket (gRPC on a Unix socket).
+
+  denit job run [--id ID] [--workdir DIR] [--env KEY=VALUE]... [-f] -- COMMAND [ARGS...]
+      start COMMAND as a job (its own process group, no shell); prints the job.
+      Runs nothing if a job with this ID exists. -f: print its output, then exit
+      with its exit code (128+N for signal N).
+  denit job follow ID      print the job's status at each change until it ends; exit
+                           with its exit code
+  denit job logs [-f] ID   print the job's stdout and stderr (to stdout and stderr); -f:
+                           until its output ends, reconnecting where it left off
+  denit job cancel [--grace DURATION] ID
+                           TERM to its process group, KILL after DURATION (default 10s);
+                           returns once every process of the group is gone
+  denit job list           every job: id, status, exit code, pid, start, end, command
+
+Options:
+      --socket PATH  the service's socket (default ${DEFAULT_JOBS_SOCKET})   DENIT_JOBS_SOCKET=PATH
+
+Exit status: 0, or the job's own with -f/follow; 1 the service refused (unknown id,
+bad argument); 2 usage error; 125 the service cannot be reached.`;
+
+const OPTIONS: readonly OptionSpec[] = [
+  { key: "socket", names: ["--socket"], kind: "value", env: "DENIT_JOBS_SOCKET" },
+  { key: "id", names: ["--id"], kind: "value" },
+  { key: "workdir", names: ["--workdir", "-w"], kind: "value" },
+  { key: "env", names: ["--env", "-e"], kind: "value" },
+  { key: "grace", names: ["--grace"], kind: "value" },
+  { key: "follow", names: ["-f", "--follow"], kind: "flag" },
+  { key: "help", names: ["-h", "--help"], kind: "flag" },
+];
+
+type JobsClient = grpc.Client & {
+  Run(request: object, callback: grpc.requestCallback<JobMessage>): grpc.ClientUnaryCall;
+  Cancel(request: object, callback: grpc.requestCallback<JobMessage>): grpc.ClientUnaryCall;
+  List(
+    request: object,
+    callback: grpc.requestCallback<{ jobs: JobMessage[] }>,
+  ): grpc.ClientUnaryCall;
+  Follow(request: object): grpc.ClientReadableStream<JobMessage>;
+  FollowIO(request: object): grpc.ClientReadableStream<OutputMessage>;
+};
+
+/** The service refused, or could not be reached: the message, and denit job's exit code. */
+class CallFailed extends Error {
+  constructor(message: string, readonly exitCode: number) {
+    super(message);
+  }
+}
+
+function failure(err: grpc.ServiceError): CallFailed {
+  const unreachable = err.code === grpc.status.UNAVAILABLE ||
+    err.code === grpc.status.DEADLINE_EXCEEDED;
+  return new CallFailed(
+    `${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`,
+    unreachable ? ExitCode.INTERNAL : 1,
+  );
+}
+
+function connect(socket: string): JobsClient {
+  const Client = grpc.makeGenericClientConstructor(jobsDefinition(), "Jobs");
+  return new Client(`unix:${socket}`, grpc.credentials.createInsecure()) as unknown as JobsClient;
+}
+
+function unary<T>(
+  call: (callback: grpc.requestCallback<T>) => grpc.ClientUnaryCall,
+): Promise<T> {
+  return new Promise((resolve, reject) => {
+    call((err, value) => {
+      if (err !== null) reject(failure(err));
+      else if (value === undefined) reject(new CallFailed("empty answer", ExitCode.INTERNAL));
+      else resolve(value);
+    });
+  });
+}
+
+/** Writes all of `bytes` to a stream of this process. */
+async function writeAll(target: typeof Deno.stdout, bytes: Uint8Array): Promise<void> {
+  let done = 0;
+  while (done < bytes.length) done += await target.write(bytes.subarray(done));
+}
+
+function jobCode(job: JobMessage): number {
+  if (job.signal === "") return job.exitCode;
+  try {
+    return ExitCode.SIGNAL_BASE + parseSignal(job.signal);
+  } catch {
+    return ExitCode.SIGNAL_BASE; // a signal without a name here: still "killed by a signal"
+  }
+}
+
+function describeJob(job: JobMessage): string {
+  const end = job.status === "RUNNING"
+    ? ""
+    : job.signal !== ""
+    ? ` signal=${job.signal}`
+    : ` exit=${job.exitCode}`;
+  return `${job.id} ${job.status.toLowerCase()} pid=${job.pid}${end}`;
+}
+
+function time(ms: number): string {
+  return ms === 0 ? "-" : new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A stream call that reconnects (with its own resume point) while the service is unreachable. */
+async function resumable<T>(
+  open: () => grpc.ClientReadableStream<T>,
+  onMessage: (message: T) => Promise<void>,
+): Promise<void> {
+  let lostAt: number | null = null;
+  for (;;) {
+    const result = await new Promise<grpc.ServiceError | null>((resolve) => {
+      const stream = open();
+      let chain = Promise.resolve();
+      stream.on("data", (message: T) => {
+        lostAt = null;
+        stream.pause();
+        chain = chain.then(() => onMessage(message)).then(() => void stream.resume());
+      });
+      stream.on("error", (err: grpc.ServiceError) => void chain.then(() => resolve(err)));
+      stream.on("end", () => void chain.then(() => resolve(null)));
+    });
+    if (result === null) return;
+    if (result.code !== grpc.status.UNAVAILABLE) throw failure(result);
+    lostAt ??= Date.now();
+    if (Date.now() - lostAt > RECONNECT_FOR_MS) throw failure(result);
+    await sleep(200);
+  }
+}
+
+async function printLogs(client: () => JobsClient, id: string, follow: boolean): Promise<void> {
+  const at = { stdout: 0, stderr: 0 };
+  // Without -f: what is stored now, then stop (the stream would wait for more).
+  const until = follow
+    ? null
+    : await unary<{ jobs: JobMessage[] }>((cb) => client().List({}, cb)).then((r) => {
+      const job = r.jobs.find((j) => j.id === id);
+      if (job === undefined) throw new CallFailed(`NOT_FOUND: no job "${id}"`, 1);
+      return { stdout: job.stdoutBytes, stderr: job.stderrBytes };
+    });
+  if (until !== null && until.stdout === 0 && until.stderr === 0) return;
+  let stream: grpc.ClientReadableStream<OutputMessage> | null = null;
+  await resumable(
+    () => {
+      stream = client().FollowIO({ id, readStdout: at.stdout, readStderr: at.stderr });
+      return stream;
+    },
+    async (message) => {
+      if (message.stdout !== undefined && message.stdout.length > 0) {
+        await writeAll(Deno.stdout, message.stdout);
+      }
+      if (message.stderr !== undefined && message.stderr.length > 0) {
+        await writeAll(Deno.stderr, message.stderr);
+      }
+      at.stdout = message.stdoutOffset;
+      at.stderr = message.stderrOffset;
+      if (message.truncated) {
+        printErr(`denit job: the output of "${id}" was cut at the service's per-job cap`);
+      }
+      if (until !== null && at.stdout >= until.stdout && at.stderr >= until.stderr) {
+        (stream as grpc.ClientReadableStream<OutputMessage> | null)?.cancel();
+      }
+    },
+  ).catch((err: unknown) => {
+    if (err instanceof CallFailed && err.message.startsWith("CANCELLED")) return;
+    throw err;
+  });
+}
+
+async function followStatus(client: () => JobsClient, id: string): Promise<JobMessage> {
+  let last: JobMessage | null = null;
+  await resumable(() => client().Follow({ id }), (job) => {
+    last = job;
+    printOut(describeJob(job));
+    return Promise.resolve();
+  });
+  if (last === null) throw new CallFailed("the service sent nothing", ExitCode.INTERNAL);
+  return last;
+}
+
+async function finalJob(client: () => JobsClient, id: string): Promise<JobMessage> {
+  let last: JobMessage | null = null;
+  await resumable(() => client().Follow({ id }), (job) => {
+    last = job;
+    return Promise.resolve();
+  });
+  if (last === null) throw new CallFailed("the service sent nothing", ExitCode.INTERNAL);
+  return last;
+}
+
+function parseEnv(text: string): [string, string] {
+  const eq = text.indexOf("=");
+  if (eq <= 0) throw new RangeError(`Invalid environment entry "${text}": use KEY=VALUE`);
+  return [text.slice(0, eq), text.slice(eq + 1)];
+}
+
+const COMMANDS = ["run", "follow", "logs", "cancel", "list"];
+const VALUE_OPTIONS = new Set(OPTIONS.filter((o) => o.kind === "value").flatMap((o) => o.names));
+
+/** True when `arg` is the value of the option just before it (`--socket PATH`). */
+function isOptionValue(args: readonly string[], arg: string): boolean {
+  const before = args[args.indexOf(arg) - 1];
+  return before !== undefined && VALUE_OPTIONS.has(before);
+}
+
+/** Runs `denit job ARGS`; resolves to the exit code. */
+export async function jobMain(args: readonly string[]): Promise<number> {
+  let command: string | undefined;
+  let settings: Settings;
+  let rest: readonly string[];
+  try {
+    // Options may come before the job command too (`denit job --socket S list`).
+    const at = args.findIndex((arg) => !arg.startsWith("-") && !isOptionValue(args, arg));
+    command = at < 0 ? undefined : args[at];
+    if (command === undefined && args.some((arg) => arg === "-h" || arg === "--help")) {
+      printOut(JOB_HELP);
+      return ExitCode.OK;
+    }
+    if (!COMMANDS.includes(command ?? "")) {
+      throw new UsageError(
+        command === undefined ? "No job command given" : `Unknown job command "${command}"`,
+      );
+    }
+    const options = [...args.slice(0, at), ...args.slice(at + 1)];
+    // `run`'s options end at its command (`denit job run ls -l`), as denit's own do.
+    const scan = scanArgs(options, OPTIONS, { stopAtPositional: command === "run" });
+    if (scan.flags.has("help")) {
+      printOut(JOB_HELP);
+      return ExitCode.OK;
+    }
+    settings = new Settings(scan, OPTIONS, Deno.env.toObject());
+    rest = scan.positional;
+    const wantsId = command === "follow" || command === "logs" || command === "cancel";
+    if (wantsId && rest.length !== 1) throw new UsageError(`"job ${command}" needs one job id`);
+    if (command === "run" && rest.length === 0) throw new UsageError("No command given");
+    if (command === "list" && rest.length > 0) throw new UsageError(`"job list" takes no id`);
+  } catch (err: unknown) {
+    if (!(err instanceof UsageError) && !(err instanceof RangeError)) throw err;
+    printErr(`denit job: ${err.message}\n${USAGE}\nTry 'denit job --help' for more information.`);
+    return ExitCode.USAGE;
+  }
+  const socket = settings.last("socket")?.value || DEFAULT_JOBS_SOCKET;
+  let shared: JobsClient | null = null;
+  // One connection, made again after it broke (grpc-js reconnects a client by itself, too).
+  const client = () => (shared ??= connect(socket));
+  try {
+    return await perform(command ?? "", rest, settings, client);
+  } catch (err: unknown) {
+    if (err instanceof CallFailed) {
+      printErr(`denit job: ${err.message}`);
+      return err.exitCode;
+    }
+    if (err instanceof RangeError) {
+      printErr(`denit job: ${err.message}`);
+      return ExitCode.USAGE;
+    }
+    throw err;
+  } finally {
+    (shared as JobsClient | null)?.close();
+  }
+}
+
+async function perform(
+  command: string,
+  rest: readonly string[],
+  settings: Settings,
+  client: () => JobsClient,
+): Promise<number> {
+  const id = rest[0] ?? "";
+  switch (command) {
+    case "run": {
+      const env = Object.fromEntries(settings.list("env").map((e) => parseFrom(e, parseEnv)));
+      const job = await unary<JobMessage>((cb) =>
+        client().Run({
+          id: settings.last("id")?.value ?? crypto.randomUUID(),
+          argv: rest,
+          workDir: settings.last("workdir")?.value ?? "",
+          env,
+        }, cb)
+      );
+      if (!settings.flag("follow")) {
+        printOut(describeJob(job));
+        return ExitCode.OK;
+      }
+      await printLogs(client, job.id, true);
+      return jobCode(await finalJob(client, job.id));
+    }
+    case "follow":
+      return jobCode(await followStatus(client, id));
+    case "logs":
+      await printLogs(client, id, settings.flag("follow"));
+      return ExitCode.OK;
+    case "cancel": {
+      const grace = settings.last("grace");
+      const graceMs = grace === undefined ? 0 : Math.max(1, parseFrom(grace, parseDuration));
+      const job = await unary<JobMessage>((cb) => client().Cancel({ id, graceMs: graceMs }, cb));
+      printOut(describeJob(job));
+      return ExitCode.OK;
+    }
+    default: {
+      const { jobs } = await unary<{ jobs: JobMessage[] }>((cb) => client().List({}, cb));
+      printOut("ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND");
+      for (const job of jobs) {
+        const exit = job.status === "RUNNING" ? "-" : job.signal || String(job.exitCode);
+        const line = [
+          job.id,
+          job.status.toLowerCase(),
+          exit,
+          job.pid,
+          time(job.startedAtMs),
+          time(job.finishedAtMs),
+          job.argv.join(" "),
+        ];
+        printOut(line.join("\t"));
+      }
+      return ExitCode.OK;
+    }
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * Pipes and spool files for the job service (`--jobs-socket` only): the main thread makes a
+ * job's pipes and the spawn's file actions; the service's thread polls the read ends and
+ * copies what arrives into spool files. Typed wrappers over JOB_SYMBOLS; errors are -errno.
+ */
+
+import { FILE_ACTIONS_BYTES, O } from "./layout.ts";
+import { JOB_SYMBOLS, messageOf, openLibc, readErrno } from "./symbols.ts";
+
+const libc = openLibc(JOB_SYMBOLS);
+
+const F_SETFL = 4; // fcntl.h
+const O_APPEND = 0o2000; // fcntl.h (the same on x86_64 and aarch64)
+const O_TRUNC = 0o1000; // fcntl.h (the same on x86_64 and aarch64)
+const POLLIN = 0x1; // poll.h
+/** poll.h: POLLERR | POLLHUP | POLLNVAL, reported whether asked for or not. */
+const POLL_ENDED = 0x8 | 0x10 | 0x20;
+/** struct pollfd { int fd; short events; short revents; } */
+const POLLFD_BYTES = 8;
+
+function errno(): number {
+  return readErrno(libc.__errno_location);
+}
+
+/** The C library's message for an errno value. */
+export function pipeErrnoMessage(code: number): string {
+  return messageOf(libc.strerror, code);
+}
+
+const encoder = new TextEncoder();
+
+function cPath(path: string): Uint8Array<ArrayBuffer> {
+  const bytes = encoder.encode(path);
+  const out = new Uint8Array(bytes.length + 1);
+  out.set(bytes);
+  return out;
+}
+
+/** pipe2(O_CLOEXEC): [read end, write end], or -errno. Only what dup2 puts at 1 or 2 is inherited. */
+export function openPipe(): { read: number; write: number } | number {
+  const fds = new Int32Array(2);
+  if (libc.pipe2(fds, O.CLOEXEC) !== 0) return -errno();
+  return { read: fds[0] ?? -1, write: fds[1] ?? -1 };
+}
+
+/** close(2); errors are of no use to the caller here (the descriptor is gone either way). */
+export function closeFd(fd: number): void {
+  libc.close(fd);
+}
+
+/** Makes reads from this end return EAGAIN instead of waiting (the pump reads until then). */
+export function setNonBlocking(fd: number): number {
+  return libc.fcntl(fd, F_SETFL, O.NONBLOCK) === 0 ? 0 : -errno();
+}
+
+/** Where a job's standard streams go, and where it starts. */
+export interface JobStreams {
+  readonly stdout: number;
+  readonly stderr: number;
+  /** An existing directory, or null for denit's own. */
+  readonly workDir: string | null;
+}
+
+/** True when this C library can change directory in posix_spawn (glibc 2.29+). */
+export function canChangeDirectoryOnSpawn(): boolean {
+  return libc.posix_spawn_file_actions_addchdir_np !== null;
+}
+
+/**
+ * posix_spawn file actions for a job: stdin from /dev/null, stdout and stderr onto the pipes'
+ * write ends, then the working directory. The caller passes them to spawn() and then calls
+ * `destroyFileActions()`.
+ */
+export function jobFileActions(streams: JobStreams): Uint8Array<ArrayBuffer> {
+  const actions = new Uint8Array(FILE_ACTIONS_BYTES);
+  libc.posix_spawn_file_actions_init(actions);
+  // glibc copies the paths into the actions: they need not outlive these calls.
+  libc.posix_spawn_file_actions_addopen(actions, 0, cPath("/dev/null"), O.RDONLY, 0);
+  libc.posix_spawn_file_actions_adddup2(actions, streams.stdout, 1);
+  libc.posix_spawn_file_actions_adddup2(actions, streams.stderr, 2);
+  if (streams.workDir !== null) {
+    libc.posix_spawn_file_actions_addchdir_np?.(actions, cPath(streams.workDir));
+  }
+  return actions;
+}
+
+/** posix_spawn_file_actions_destroy(3). */
+export function destroyFileActions(actions: Uint8Array<ArrayBuffer>): void {
+  libc.posix_spawn_file_actions_destroy(actions);
+}
+
+/** read(2) into `buffer`: the count (> 0), 0 at the end, or -errno (-EAGAIN: nothing yet). */
+export function readSome(fd: number, buffer: Uint8Array<ArrayBuffer>): number {
+  const n = Number(libc.read(fd, buffer, BigInt(buffer.length)));
+  return n >= 0 ? n : -errno();
+}
+
+/** Writes `length` bytes of `buffer` whole (retrying short writes): 0, or -errno. */
+export function writeAll(fd: number, buffer: Uint8Array<ArrayBuffer>, length: number): number {
+  let done = 0;
+  while (done < length) {
+    const rest = done === 0 ? buffer : buffer.subarray(done);
+    const n = Number(libc.write(fd, rest, BigInt(length - done)));
+    if (n < 0) {
+      const code = errno();
+      if (code === 4) continue; // EINTR
+      return -code;
+    }
+    done += n;
+  }
+  return 0;
+}
+
+/** A new spool file, mode 0600, emptied if it was there: its descriptor, or -errno. */
+export function createSpoolFile(path: string): number {
+  const flags = O.WRONLY | O.CREAT | O_TRUNC | O_APPEND | O.CLOEXEC | O.NOFOLLOW;
+  const fd = libc.open(cPath(path), flags, 0o600);
+  return fd >= 0 ? fd : -errno();
+}
+
+/**
+ * Waits (on a thread of the runtime, not this one) until one of `fds` is readable or ended,
+ * or `timeoutMs` passes (-1: no limit). Returns, per descriptor, whether it needs a read.
+ */
+export async function pollReadable(fds: readonly number[], timeoutMs: number): Promise<boolean[]> {
+  const table = new Uint8Array(fds.length * POLLFD_BYTES);
+  const view = new DataView(table.buffer);
+  fds.forEach((fd, i) => {
+    view.setInt32(i * POLLFD_BYTES, fd, true);
+    view.setInt16(i * POLLFD_BYTES + 4, POLLIN, true);
+  });
+  const rc = await libc.poll(table, BigInt(fds.length), timeoutMs);
+  if (rc <= 0) return fds.map(() => false);
+  return fds.map((_, i) =>
+    (view.getInt16(i * POLLFD_BYTES + 6, true) & (POLLIN | POLL_ENDED)) !== 0
+  );
+}

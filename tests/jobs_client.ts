@@ -1,0 +1,132 @@
+/**
+ * A real gRPC client of denit's job service for the tests: @grpc/grpc-js with the contract
+ * loaded from proto/ by @grpc/proto-loader, independently of denit's own copy of it.
+ */
+
+import * as grpc from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+import { ROOT } from "./helpers.ts";
+
+export const PROTO_PATH = `${ROOT}proto/denit/jobs/v1/jobs.proto`;
+
+export interface Job {
+  id: string;
+  status: string;
+  argv: string[];
+  pid: number;
+  exitCode: number;
+  signal: string;
+  startedAtMs: number;
+  finishedAtMs: number;
+  stdoutBytes: number;
+  stderrBytes: number;
+  outputTruncated: boolean;
+}
+export interface Output {
+  stdout: Uint8Array;
+  stderr: Uint8Array;
+  stdoutOffset: number;
+  stderrOffset: number;
+  truncated: boolean;
+}
+export type Callback<T> = (err: grpc.ServiceError | null, value?: T) => void;
+export interface JobsClient extends grpc.Client {
+  Run(request: object, callback: Callback<Job>): grpc.ClientUnaryCall;
+  Cancel(request: object, callback: Callback<Job>): grpc.ClientUnaryCall;
+  List(request: object, callback: Callback<{ jobs: Job[] }>): grpc.ClientUnaryCall;
+  Follow(request: object): grpc.ClientReadableStream<Job>;
+  FollowIO(request: object): grpc.ClientReadableStream<Output>;
+}
+export type JobsConstructor = new (
+  address: string,
+  credentials: grpc.ChannelCredentials,
+) => JobsClient;
+
+const definition = loadSync(PROTO_PATH, {
+  longs: Number,
+  enums: String,
+  defaults: true,
+});
+const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+  denit: { jobs: { v1: { Jobs: JobsConstructor } } };
+};
+
+export function client(socket: string): JobsClient {
+  return new loaded.denit.jobs.v1.Jobs(`unix:${socket}`, grpc.credentials.createInsecure());
+}
+
+export function call<T>(start: (callback: Callback<T>) => unknown): Promise<T> {
+  return new Promise((resolve, reject) => {
+    start((err, value) => err === null && value !== undefined ? resolve(value) : reject(err));
+  });
+}
+
+export async function rejection(promise: Promise<unknown>): Promise<grpc.ServiceError> {
+  try {
+    await promise;
+  } catch (err: unknown) {
+    return err as grpc.ServiceError;
+  }
+  throw new Error("the call succeeded; a refusal was expected");
+}
+
+/** Every message of a server stream, until it ends (rejects with its error). */
+export function collect<T>(stream: grpc.ClientReadableStream<T>): Promise<T[]> {
+  return new Promise((resolve, reject) => {
+    const all: T[] = [];
+    stream.on("data", (message: T) => all.push(message));
+    stream.on("error", reject);
+    stream.on("end", () => resolve(all));
+  });
+}
+
+export const decoder = new TextDecoder();
+
+/** The job's whole stdout and stderr from FollowIO, as text. */
+export async function output(c: JobsClient, id: string): Promise<{ out: string; err: string }> {
+  const messages = await collect(c.FollowIO({ id, readStdout: 0, readStderr: 0 }));
+  const join = (key: "stdout" | "stderr") =>
+    decoder.decode(concat(messages.map((m) => m[key] ?? new Uint8Array())));
+  return { out: join("stdout"), err: join("stderr") };
+}
+
+export function concat(parts: readonly Uint8Array[]): Uint8Array {
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    all.set(part, at);
+    at += part.length;
+  }
+  return all;
+}
+
+/** The last status Follow sends: the job once it has finished. */
+export async function finished(c: JobsClient, id: string): Promise<Job> {
+  const all = await collect(c.Follow({ id }));
+  const last = all.at(-1);
+  if (last === undefined) throw new Error(`Follow(${id}) sent nothing`);
+  return last;
+}
+
+export async function sha256(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", bytes);
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Resolves once the job's stdout so far matches `pattern` (the stream is then dropped). */
+export function outputMatches(c: JobsClient, id: string, pattern: RegExp): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const stream = c.FollowIO({ id, readStdout: 0, readStderr: 0 });
+    let text = "";
+    stream.on("data", (m: Output) => {
+      text += decoder.decode(m.stdout);
+      if (!pattern.test(text)) return;
+      stream.cancel();
+      resolve(text);
+    });
+    stream.on("error", (err: grpc.ServiceError) => {
+      if (err.code !== grpc.status.CANCELLED) reject(err);
+    });
+    stream.on("end", () => reject(new Error(`${id}'s output ended without ${pattern}: ${text}`)));
+  });
+}

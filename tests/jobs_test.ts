@@ -1,0 +1,623 @@
+/**
+ * The job service (--jobs-socket), black-box: a real gRPC client (@grpc/grpc-js with the
+ * contract loaded from proto/ by @grpc/proto-loader, independently of denit's copy) talks to
+ * denit as PID 1 of a PID namespace and as a subreaper; real jobs, real process groups,
+ * real spool files. Also `denit job`, `denit bridge` and the service's cost when it is off.
+ */
+
+import * as grpc from "@grpc/grpc-js";
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
+import { assertEquals, assertMatch, assertOk } from "./assert.ts";
+import {
+  cleanup,
+  DENIT,
+  denitArgv,
+  denitPid,
+  exists,
+  freePort,
+  hostPid,
+  type Mode,
+  MODES,
+  rawHttp,
+  run,
+  Running,
+} from "./helpers.ts";
+import { JOBS_PROTO } from "../src/jobs/proto.ts";
+import {
+  call,
+  client,
+  collect,
+  concat,
+  decoder,
+  finished,
+  type Job,
+  type JobsClient,
+  type Output,
+  output,
+  PROTO_PATH,
+  rejection,
+  sha256,
+} from "./jobs_client.ts";
+import { JOB_OUTPUT_CAP } from "../src/jobs/store.ts";
+
+/** denit with the job service and a main child that waits; stopped and checked at the end. */
+class Service {
+  readonly dir = Deno.makeTempDirSync({ prefix: "denit-jobs-" });
+  readonly socket = `${this.dir}/run/jobs.sock`;
+  readonly spool = `${this.dir}/spool`;
+  readonly proc: Running;
+  readonly mode: Mode;
+  #client: JobsClient | null = null;
+
+  constructor(mode: Mode, extra: readonly string[] = [], child: readonly string[] = []) {
+    this.mode = mode;
+    const main = child.length > 0 ? child : ["sh", "-c", "echo up; exec sleep 120"];
+    this.proc = new Running(
+      denitArgv(mode, [
+        "--jobs-socket",
+        this.socket,
+        "--jobs-spool",
+        this.spool,
+        ...extra,
+        "--",
+        ...main,
+      ]),
+    );
+  }
+
+  async ready(): Promise<this> {
+    await this.proc.waitFor(/^up$/);
+    return this;
+  }
+
+  get client(): JobsClient {
+    this.#client ??= client(this.socket);
+    return this.#client;
+  }
+
+  get pid(): number {
+    return denitPid(this.proc, this.mode);
+  }
+
+  /** A pid as the job service reports it (inside the namespace) → the host's. */
+  host(innerPid: number): number {
+    return this.mode === "pid1" ? hostPid(this.pid, innerPid) : innerPid;
+  }
+
+  async stop(): Promise<{ code: number; stderr: string }> {
+    this.#client?.close();
+    Deno.kill(this.pid, "SIGTERM");
+    const status = await this.proc.status();
+    Deno.removeSync(this.dir, { recursive: true });
+    return status;
+  }
+}
+
+Deno.test("jobs: the contract in the source is the proto file, byte for byte", () => {
+  assertEquals(JOBS_PROTO, Deno.readTextFileSync(PROTO_PATH));
+});
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: jobs: Run, Follow, FollowIO and List; Run is idempotent; 126/127 are results`, async () => {
+    const s = await new Service(mode).ready();
+    try {
+      const socketMode = (await Deno.stat(s.socket)).mode ?? 0;
+      assertEquals(socketMode & 0o777, 0o600);
+      assertEquals(((await Deno.stat(`${s.dir}/run`)).mode ?? 0) & 0o777, 0o700);
+      assertEquals(((await Deno.stat(s.spool)).mode ?? 0) & 0o777, 0o700);
+      const c = s.client;
+      const job = await call<Job>((cb) =>
+        c.Run({
+          id: "build-1",
+          argv: ["sh", "-c", 'echo "out $GREETING $(pwd)"; echo err >&2; exit 3'],
+          workDir: "/tmp",
+          env: { GREETING: "hello" },
+        }, cb)
+      );
+      assertEquals(job.id, "build-1");
+      assertOk(job.pid > 0, `pid ${job.pid}`);
+      const done = await finished(c, "build-1");
+      assertEquals([done.status, done.exitCode, done.signal], ["FAILED", 3, ""]);
+      assertOk(done.finishedAtMs >= done.startedAtMs && done.startedAtMs > 0);
+      const { out, err } = await output(c, "build-1");
+      assertEquals(out, "out hello /tmp\n");
+      assertEquals(err, "err\n");
+
+      // The same id again: the same job, nothing started.
+      const again = await call<Job>((cb) =>
+        c.Run({ id: "build-1", argv: ["sh", "-c", "echo second; exit 0"] }, cb)
+      );
+      assertEquals([again.pid, again.status, again.exitCode], [job.pid, "FAILED", 3]);
+
+      const ok = await call<Job>((cb) => c.Run({ id: "ok", argv: ["true"] }, cb));
+      assertEquals((await finished(c, ok.id)).status, "SUCCEEDED");
+      await call<Job>((cb) => c.Run({ id: "missing", argv: ["no-such-command-here"] }, cb));
+      const missing = await finished(c, "missing");
+      assertEquals([missing.status, missing.exitCode], ["FAILED", 127]);
+      assertMatch((await output(c, "missing")).err, /^denit: .*no-such-command-here.*not found\n$/);
+      await Deno.writeTextFile(`${s.dir}/not-executable`, "#!/bin/sh\n", { mode: 0o644 });
+      await call<Job>((cb) => c.Run({ id: "denied", argv: [`${s.dir}/not-executable`] }, cb));
+      assertEquals((await finished(c, "denied")).exitCode, 126);
+
+      const { jobs } = await call<{ jobs: Job[] }>((cb) => c.List({}, cb));
+      assertEquals(jobs.map((j) => [j.id, j.status]), [
+        ["build-1", "FAILED"],
+        ["ok", "SUCCEEDED"],
+        ["missing", "FAILED"],
+        ["denied", "FAILED"],
+      ]);
+    } finally {
+      const { code, stderr } = await s.stop();
+      assertEquals(code, 143, stderr);
+    }
+  });
+
+  Deno.test(`${mode}: jobs: Cancel stops a group whose grandchildren ignore TERM; nothing is left`, async () => {
+    const s = await new Service(mode).ready();
+    const pids: number[] = [];
+    try {
+      const c = s.client;
+      const script = 'trap "" TERM; for i in 1 2; do (trap "" TERM; exec sleep 60) & ' +
+        'echo "kid $!"; done; echo ready; wait; wait';
+      const job = await call<Job>((cb) =>
+        c.Run({ id: "stubborn", argv: ["sh", "-c", script] }, cb)
+      );
+      pids.push(s.host(job.pid));
+      const stream = c.FollowIO({ id: "stubborn", readStdout: 0, readStderr: 0 });
+      const ended = collect(stream);
+      let text = "";
+      await new Promise<void>((resolve) => {
+        stream.on("data", (m: Output) => {
+          text += decoder.decode(m.stdout);
+          if (text.includes("ready\n")) resolve();
+        });
+      });
+      for (const match of text.matchAll(/^kid (\d+)$/gm)) pids.push(s.host(Number(match[1])));
+      assertEquals(pids.length, 3, text);
+      const started = Date.now();
+      const cancelled = await call<Job>((cb) => c.Cancel({ id: "stubborn", graceMs: 300 }, cb));
+      const took = Date.now() - started;
+      assertEquals([cancelled.status, cancelled.signal], ["CANCELLED", "SIGKILL"]);
+      assertOk(took >= 300 && took < 5000, `Cancel took ${took} ms`);
+      // Cancel returned once the whole group was reaped: no process, not even a zombie.
+      for (const pid of pids) assertOk(!exists(pid), `${pid} is still there`);
+      await ended; // the output ends with the group
+      const child = (await call<{ jobs: Job[] }>((cb) => c.List({}, cb))).jobs[0];
+      assertEquals(child?.status, "CANCELLED");
+      // Cancel of a finished job answers at once.
+      const twice = await call<Job>((cb) => c.Cancel({ id: "stubborn" }, cb));
+      assertEquals(twice.status, "CANCELLED");
+    } finally {
+      cleanup(pids);
+      const { code, stderr } = await s.stop();
+      assertEquals(code, 143, stderr);
+    }
+  });
+}
+
+Deno.test("jobs: FollowIO after dropped connections: every byte once (SHA-256), from offsets", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const data = crypto.getRandomValues(new Uint8Array(60_000));
+    const file = `${s.dir}/data`;
+    await Deno.writeFile(file, data);
+    const rounds = 40;
+    const expected = new Uint8Array(data.length * rounds);
+    for (let i = 0; i < rounds; i++) expected.set(data, i * data.length);
+    // Slow enough that the client drops in the middle of it, fast enough to stay short.
+    const script = `for i in $(seq ${rounds}); do cat "$1"; cat "$1" >&2; sleep 0.01; done`;
+    await call<Job>((cb) =>
+      s.client.Run({ id: "stream", argv: ["sh", "-c", script, "sh", file] }, cb)
+    );
+    const got = { stdout: [] as Uint8Array[], stderr: [] as Uint8Array[] };
+    const at = { stdout: 0, stderr: 0 };
+    let drops = 0;
+    for (;;) {
+      const c = client(s.socket);
+      const stream = c.FollowIO({ id: "stream", readStdout: at.stdout, readStderr: at.stderr });
+      const ended = await new Promise<boolean>((resolve) => {
+        let seen = 0;
+        stream.on("data", (m: Output) => {
+          if (m.stdout.length > 0) got.stdout.push(m.stdout);
+          if (m.stderr.length > 0) got.stderr.push(m.stderr);
+          at.stdout = m.stdoutOffset;
+          at.stderr = m.stderrOffset;
+          // Drop the connection after a few messages, three times over.
+          if (++seen === 5 && drops < 3) {
+            drops++;
+            c.close();
+            stream.cancel();
+          }
+        });
+        stream.on("error", () => resolve(false));
+        stream.on("end", () => resolve(true));
+      });
+      c.close();
+      if (ended) break;
+    }
+    assertEquals(drops, 3);
+    const [want, out, err] = await Promise.all([
+      sha256(expected),
+      sha256(concat(got.stdout) as Uint8Array<ArrayBuffer>),
+      sha256(concat(got.stderr) as Uint8Array<ArrayBuffer>),
+    ]);
+    assertEquals([out, err], [want, want]);
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("jobs: 100 concurrent jobs, each with its own output; none left, fds back", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const c = s.client;
+    // Warm up: the first job loads what later ones reuse.
+    await call<Job>((cb) => c.Run({ id: "warm", argv: ["true"] }, cb));
+    await finished(c, "warm");
+    const fdsBefore = await countFds(s.pid);
+    const ids = Array.from({ length: 100 }, (_, i) => `job-${i}`);
+    const jobs = await Promise.all(
+      ids.map((id) =>
+        call<Job>((cb) => c.Run({ id, argv: ["sh", "-c", 'sleep 0.3; echo "I am $0"', id] }, cb))
+      ),
+    );
+    assertEquals(new Set(jobs.map((j) => j.pid)).size, 100);
+    const ends = await Promise.all(ids.map((id) => finished(c, id)));
+    assertOk(ends.every((j) => j.status === "SUCCEEDED"), JSON.stringify(ends.slice(0, 3)));
+    const outs = await Promise.all(ids.map((id) => output(c, id)));
+    assertEquals(outs.map((o) => o.out), ids.map((id) => `I am ${id}\n`));
+    for (const job of jobs) assertOk(!exists(job.pid), `job ${job.pid} still there`);
+    const fdsAfter = await countFds(s.pid);
+    assertOk(fdsAfter <= fdsBefore + 2, `fds ${fdsBefore} → ${fdsAfter}`);
+  } finally {
+    await s.stop();
+  }
+});
+
+async function countFds(pid: number): Promise<number> {
+  let n = 0;
+  for await (const _ of Deno.readDir(`/proc/${pid}/fd`)) n++;
+  return n;
+}
+
+function rssKiB(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+}
+
+Deno.test("jobs: a job that prints 1 GiB: denit's memory stays flat, the spool stops at the cap", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const c = s.client;
+    await call<Job>((cb) =>
+      c.Run({ id: "small", argv: ["sh", "-c", "head -c 1000000 /dev/zero"] }, cb)
+    );
+    await finished(c, "small");
+    await output(c, "small");
+    const before = rssKiB(s.pid);
+    await call<Job>((cb) =>
+      c.Run({ id: "big", argv: ["sh", "-c", "head -c 1073741824 /dev/zero; echo done >&2"] }, cb)
+    );
+    let peak = before;
+    const done = finished(c, "big");
+    const sampler = setInterval(() => peak = Math.max(peak, rssKiB(s.pid)), 20);
+    const job = await done;
+    clearInterval(sampler);
+    assertEquals(job.status, "SUCCEEDED");
+    assertEquals(job.stdoutBytes, JOB_OUTPUT_CAP);
+    assertOk(job.outputTruncated);
+    assertOk(peak - before < 32 * 1024, `RSS ${before} → peak ${peak} KiB`);
+    // FollowIO sends the stored part, then says it was cut.
+    const messages = await collect(c.FollowIO({ id: "big", readStdout: JOB_OUTPUT_CAP - 10 }));
+    assertEquals(messages.at(-1)?.truncated, true);
+    assertEquals(messages.reduce((n, m) => n + m.stdout.length, 0), 10);
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("jobs: bad input gets a clear status, and the service and the child go on", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const c = s.client;
+    const unknown = await rejection(collect(c.Follow({ id: "nope" })));
+    assertEquals(unknown.code, grpc.status.NOT_FOUND);
+    assertMatch(unknown.details, /no job "nope"/);
+    assertEquals(
+      (await rejection(collect(c.FollowIO({ id: "nope" })))).code,
+      grpc.status.NOT_FOUND,
+    );
+    assertEquals(
+      (await rejection(call((cb) => c.Cancel({ id: "nope" }, cb)))).code,
+      grpc.status.NOT_FOUND,
+    );
+    const badKey = await rejection(
+      call((cb) => c.Run({ id: "e", argv: ["true"], env: { "BAD-KEY": "1" } }, cb)),
+    );
+    assertEquals(badKey.code, grpc.status.INVALID_ARGUMENT);
+    assertMatch(badKey.details, /invalid env key "BAD-KEY"/);
+    const empty = await rejection(call((cb) => c.Run({ id: "a", argv: [] }, cb)));
+    assertEquals(empty.code, grpc.status.INVALID_ARGUMENT);
+    const badId = await rejection(call((cb) => c.Run({ id: "", argv: ["true"] }, cb)));
+    assertEquals(badId.code, grpc.status.INVALID_ARGUMENT);
+    const badDir = await rejection(
+      call((cb) => c.Run({ id: "d", argv: ["true"], workDir: "/no/such/dir" }, cb)),
+    );
+    assertEquals(badDir.code, grpc.status.INVALID_ARGUMENT);
+    // None of the refused runs exists.
+    assertEquals((await call<{ jobs: Job[] }>((cb) => c.List({}, cb))).jobs.length, 0);
+
+    // A client that leaves in the middle of a stream.
+    await call<Job>((cb) => c.Run({ id: "long", argv: ["sh", "-c", "echo hi; sleep 60"] }, cb));
+    const other = client(s.socket);
+    const stream = other.FollowIO({ id: "long" });
+    stream.on("error", () => {}); // CANCELLED: this client's own doing
+    await new Promise((resolve) => stream.once("data", resolve));
+    other.close();
+    stream.cancel();
+    // Garbage on the socket: not HTTP/2.
+    const raw = await Deno.connect({ transport: "unix", path: s.socket });
+    await raw.write(new TextEncoder().encode("GET / HTTP/1.1\r\n\r\n\0\xff garbage ".repeat(100)));
+    const closed = await raw.read(new Uint8Array(4096)).catch(() => null);
+    raw.close();
+    assertOk(closed === null || typeof closed === "number");
+    // The service still answers, the job still runs and still streams.
+    const { jobs } = await call<{ jobs: Job[] }>((cb) => c.List({}, cb));
+    assertEquals(jobs.map((j) => [j.id, j.status]), [["long", "RUNNING"]]);
+    const cancelled = await call<Job>((cb) => c.Cancel({ id: "long", graceMs: 2000 }, cb));
+    assertEquals([cancelled.status, cancelled.signal], ["CANCELLED", "SIGTERM"]);
+    assertEquals((await output(c, "long")).out, "hi\n");
+  } finally {
+    const { code, stderr } = await s.stop();
+    assertEquals(code, 143, stderr);
+  }
+});
+
+Deno.test("jobs: signals go to the main child only; its end ends denit and stops the jobs", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-jobs-" });
+  const socket = `${dir}/jobs.sock`;
+  const flag = `${dir}/flag`;
+  const main = 'trap "echo main got USR1" USR1; echo up; ' +
+    'while [ ! -e "$0" ]; do sleep 0.05; done; exit 5';
+  const proc = new Running(
+    denitArgv("subreaper", [
+      "--jobs-socket",
+      socket,
+      "--jobs-spool",
+      `${dir}/spool`,
+      "--kill-after",
+      "1s",
+      "--",
+      "sh",
+      "-c",
+      main,
+      flag,
+    ]),
+  );
+  const c = client(socket);
+  let jobPid = 0;
+  try {
+    await proc.waitFor(/^up$/);
+    const script = 'trap "echo job got USR1" USR1; echo started; while :; do sleep 0.05; done';
+    const job = await call<Job>((cb) => c.Run({ id: "j", argv: ["sh", "-c", script] }, cb));
+    jobPid = job.pid;
+    const stream = c.FollowIO({ id: "j" });
+    stream.on("error", () => {}); // the service goes away with denit
+    await new Promise((resolve) => stream.once("data", resolve));
+    Deno.kill(proc.child.pid, "SIGUSR1");
+    await proc.waitFor(/^main got USR1$/);
+    await Deno.writeTextFile(flag, "");
+    const status = await proc.status();
+    assertEquals(status.code, 5, status.stderr);
+    assertOk(!exists(job.pid), "the job outlived denit");
+    const spooled = await Deno.readTextFile(`${dir}/spool/${proc.child.pid}-1.out`);
+    assertEquals(spooled, "started\n"); // never "job got USR1"
+    await assertGone(socket);
+  } finally {
+    c.close();
+    cleanup(jobPid === 0 ? [] : [jobPid]);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+async function assertGone(path: string): Promise<void> {
+  try {
+    await Deno.lstat(path);
+  } catch (err: unknown) {
+    if (err instanceof Deno.errors.NotFound) return;
+    throw err;
+  }
+  throw new Error(`${path} is still there`);
+}
+
+Deno.test("jobs: /status shows the counts, /metrics the counters by outcome and the running gauge", async () => {
+  const port = freePort();
+  const s = await new Service("subreaper", ["--health-addr", `127.0.0.1:${port}`]).ready();
+  try {
+    const c = s.client;
+    await call<Job>((cb) => c.Run({ id: "ok", argv: ["true"] }, cb));
+    await call<Job>((cb) => c.Run({ id: "bad", argv: ["false"] }, cb));
+    await call<Job>((cb) => c.Run({ id: "long", argv: ["sleep", "60"] }, cb));
+    await Promise.all([finished(c, "ok"), finished(c, "bad")]);
+    await call<Job>((cb) => c.Run({ id: "gone", argv: ["sleep", "60"] }, cb));
+    await call<Job>((cb) => c.Cancel({ id: "gone", graceMs: 1000 }, cb));
+    const body = async (path: string) => {
+      const text = await rawHttp(port, `GET ${path} HTTP/1.0\r\n\r\n`, { timeoutMs: 3000 });
+      return text.slice(text.indexOf("\r\n\r\n") + 4);
+    };
+    const status = JSON.parse(await body("/status"));
+    assertEquals(status.jobs, { running: 1, started: 4, succeeded: 1, failed: 1, cancelled: 1 });
+    const families = parsePrometheusTextFormat(await body("/metrics")) as Array<{
+      name: string;
+      metrics: Array<{ value: string; labels?: Record<string, string> }>;
+    }>;
+    const value = (name: string, labels: Record<string, string> = {}) =>
+      families.find((f) => f.name === name)?.metrics.find((m) =>
+        Object.entries(labels).every(([k, v]) => m.labels?.[k] === v)
+      )?.value;
+    assertEquals(value("denit_jobs_started_total"), "4");
+    assertEquals(value("denit_jobs_running"), "1");
+    assertEquals(
+      ["succeeded", "failed", "cancelled"].map((outcome) =>
+        value("denit_jobs_finished_total", { outcome })
+      ),
+      ["1", "1", "1"],
+    );
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("jobs: denit job run -f, follow, logs, cancel and list; clear errors", async () => {
+  const s = await new Service("subreaper").ready();
+  const job = (...args: string[]) => run([...DENIT, "job", "--socket", s.socket, ...args]);
+  try {
+    const ran = await job(
+      "run",
+      "--id",
+      "one",
+      "-f",
+      "--",
+      "sh",
+      "-c",
+      "echo out; echo err >&2; exit 3",
+    );
+    assertEquals([ran.code, ran.stdout, ran.stderr], [3, "out\n", "err\n"]);
+    const logs = await job("logs", "one");
+    assertEquals([logs.code, logs.stdout, logs.stderr], [0, "out\n", "err\n"]);
+    const follow = await job("follow", "one");
+    assertEquals([follow.code, follow.stdout], [
+      3,
+      "one failed pid=" + /pid=(\d+)/.exec(follow.stdout)?.[1] + " exit=3\n",
+    ]);
+    const started = await job("run", "--id", "two", "--env", "X=1", "--", "sleep", "60");
+    assertEquals(started.code, 0, started.stderr);
+    assertMatch(started.stdout, /^two running pid=\d+\n$/);
+    const cancel = await job("cancel", "--grace", "2s", "two");
+    assertMatch(cancel.stdout, /^two cancelled pid=\d+ signal=SIGTERM\n$/);
+    const list = await job("list");
+    assertMatch(list.stdout, /^ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND\n/);
+    assertMatch(
+      list.stdout,
+      /\none\tfailed\t3\t\d+\t\S+Z\t\S+Z\tsh -c echo out; echo err >&2; exit 3\n/,
+    );
+    assertMatch(list.stdout, /\ntwo\tcancelled\tSIGTERM\t/);
+    const unknown = await job("logs", "nope");
+    assertEquals(unknown.code, 1);
+    assertEquals(unknown.stderr, 'denit job: NOT_FOUND: no job "nope"\n');
+    const usage = await job("frob");
+    assertEquals(usage.code, 2);
+    assertMatch(usage.stderr, /^denit job: Unknown job command "frob"\n/);
+    const none = await run([...DENIT, "job", "--socket", `${s.dir}/nothing.sock`, "list"]);
+    assertEquals(none.code, 125, none.stderr);
+    assertMatch(none.stderr, /^denit job: UNAVAILABLE: /);
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("jobs: a gRPC client through denit bridge (stdin/stdout) gets the same service", async () => {
+  const s = await new Service("subreaper").ready();
+  const front = `${s.dir}/front.sock`;
+  const listener = Deno.listen({ transport: "unix", path: front });
+  const bridges: Promise<Deno.CommandStatus>[] = [];
+  // Each connection to the front socket is carried by its own `denit bridge` over stdio, as
+  // `kubectl exec -i POD -- /denit bridge` would carry it.
+  const serving = (async () => {
+    for await (const conn of listener) {
+      const bridge = new Deno.Command(DENIT[0] ?? "", {
+        args: [...DENIT.slice(1), "bridge", s.socket],
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "inherit",
+      }).spawn();
+      bridges.push(bridge.status);
+      void conn.readable.pipeTo(bridge.stdin).catch(() => {});
+      void bridge.stdout.pipeTo(conn.writable).catch(() => {});
+    }
+  })();
+  try {
+    const c = client(front);
+    await call<Job>((cb) =>
+      c.Run({ id: "bridged", argv: ["sh", "-c", "echo across; exit 4"] }, cb)
+    );
+    const done = await finished(c, "bridged");
+    assertEquals([done.status, done.exitCode], ["FAILED", 4]);
+    assertEquals((await output(c, "bridged")).out, "across\n");
+    c.close();
+    listener.close();
+    await serving.catch(() => {});
+    // Every bridge ends, with 0, once its client has gone.
+    const statuses = await Promise.all(bridges);
+    assertOk(statuses.length >= 1);
+    assertEquals(statuses.map((st) => st.code), statuses.map(() => 0));
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("jobs: a socket path that is taken, or not a socket, fails before the child runs", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-jobs-" });
+  try {
+    await Deno.writeTextFile(`${dir}/file`, "");
+    const child = ["--", "sh", "-c", "echo ran"];
+    const file = await run([...DENIT, "-s", "--jobs-socket", `${dir}/file`, ...child]);
+    assertEquals([file.code, file.stdout], [125, ""], file.stderr);
+    assertMatch(
+      file.stderr,
+      /Cannot serve jobs on ".*\/file": ".*\/file" exists and is not a socket\n/,
+    );
+    const long = await run([
+      ...DENIT,
+      "-s",
+      "--jobs-socket",
+      `${dir}/${"x".repeat(120)}`,
+      ...child,
+    ]);
+    assertEquals([long.code, long.stdout], [2, ""]);
+    assertMatch(long.stderr, /a Unix socket's path holds at most 107 \(from --jobs-socket\)/);
+    const s = await new Service("subreaper").ready();
+    try {
+      const taken = await run([...DENIT, "-s", "--jobs-socket", s.socket, ...child]);
+      assertEquals([taken.code, taken.stdout], [125, ""]);
+      assertMatch(taken.stderr, /another process serves/);
+    } finally {
+      await s.stop();
+    }
+    // A socket left by a run that was killed is replaced.
+    const stale = `${dir}/stale.sock`;
+    Deno.listen({ transport: "unix", path: stale }).close();
+    const reused = await run([
+      ...DENIT,
+      "-s",
+      "--jobs-socket",
+      stale,
+      "--jobs-spool",
+      `${dir}/spool`,
+      ...child,
+    ]);
+    assertEquals([reused.code, reused.stdout], [0, "ran\n"], reused.stderr);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test({
+  name: "jobs: off, nothing of it loads: the bundle runs without dist/denit-jobs.js beside it",
+  ignore: DENIT.length === 1, // a compiled binary holds every module
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-alone-" });
+    try {
+      const bundle = DENIT.at(-1) ?? "";
+      await Deno.copyFile(bundle, `${dir}/denit.js`);
+      const alone = [...DENIT.slice(0, -1), `${dir}/denit.js`];
+      const off = await run([...alone, "-s", "--", "sh", "-c", "echo ran"]);
+      assertEquals([off.code, off.stdout, off.stderr], [0, "ran\n", ""]);
+      const on = await run([...alone, "-s", "--jobs-socket", `${dir}/j.sock`, "--", "true"]);
+      assertEquals(on.code, 125, on.stderr);
+      assertMatch(on.stderr, /Cannot serve jobs on/);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
