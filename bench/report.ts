@@ -81,8 +81,12 @@ export interface Figures {
   copy: Record<typeof COPY_ROWS[number], { cpMs: number; denitMs: number }>;
   /** 200,000 files of 100 bytes in 2,000 directories: peak resident memory and time. */
   copyMemory: { files: number; denitKiB: number; cpKiB: number; denitMs: number; cpMs: number };
+  /** The job service (--jobs-socket); absent in results from before it existed. */
+  jobs?: JobFigures | undefined;
   seconds: number;
 }
+
+import type { JobFigures } from "./jobs.ts";
 
 function ratio(value: number, base: number): string {
   return base > 0 && Number.isFinite(value) ? `${(value / base).toFixed(2)}x` : "-";
@@ -215,7 +219,53 @@ function verdicts(f: Figures): Verdict[] {
     } ms vs cp -a ${fixed(m.cpMs)} ms`,
     met: m.denitKiB <= 160 * 1024,
   });
+  const j = f.jobs;
+  if (j !== undefined) {
+    out.push({
+      target: "job service: Run answers once the job runs, p99 < 20 ms",
+      measured: `p50 ${fixed(j.runP50Us / 1000, 2)} ms, p99 ${fixed(j.runP99Us / 1000, 2)} ms`,
+      met: j.runP99Us < 20_000,
+    });
+    out.push({
+      target:
+        "job service: FollowIO ≥ 50 MiB/s (far above what a CI job prints; cat of the same spool file for scale)",
+      measured: `${fixed(j.followMiBps)} MiB/s vs cat ${fixed(j.catMiBps)} MiB/s (${
+        ratio(j.followMiBps, j.catMiBps)
+      })`,
+      met: j.followMiBps >= 50,
+    });
+    out.push({
+      target: "job service: 100 running jobs cost ≤ 20 MiB more than the idle service",
+      measured: `${fixed(j.rss100KiB / 1024, 1)} MiB vs ${
+        fixed(j.rssIdleKiB / 1024, 1)
+      } MiB idle (${fixed(j.rssOffKiB / 1024, 1)} MiB without the service); peak ${
+        fixed(j.hwmKiB / 1024, 1)
+      } MiB`,
+      met: j.rss100KiB <= j.rssIdleKiB + 20 * 1024,
+    });
+  }
   return out;
+}
+
+function jobsSection(j: JobFigures | undefined): string[] {
+  if (j === undefined) return [];
+  return [
+    `## 8. Job service (\`--jobs-socket\`), one denit with a real gRPC client`,
+    `Run → answer (the job is running) over ${j.runs} sequential runs of \`/bin/true\`; FollowIO of a ${
+      j.bytes / (1024 * 1024)
+    } MiB spool from offset 0 against \`cat\` of the same file into a pipe; resident memory without the service, with it idle (after one job) and with 100 jobs running \`sleep\`. No other init has a job service: the figures stand alone.`,
+    table(["measure", "value"], [
+      ["Run → started, p50", `${fixed(j.runP50Us / 1000, 2)} ms`],
+      ["Run → started, p99", `${fixed(j.runP99Us / 1000, 2)} ms`],
+      ["floor: Deno.Command spawn of /bin/true, p50", `${fixed(j.spawnP50Us / 1000, 2)} ms`],
+      ["FollowIO", `${fixed(j.followMiBps)} MiB/s`],
+      ["cat of the same spool file", `${fixed(j.catMiBps)} MiB/s`],
+      ["denit without the service, VmRSS", `${fixed(j.rssOffKiB / 1024, 1)} MiB`],
+      ["denit with the service, idle", `${fixed(j.rssIdleKiB / 1024, 1)} MiB`],
+      ["denit with 100 running jobs", `${fixed(j.rss100KiB / 1024, 1)} MiB`],
+      ["denit's peak (VmHWM) over the section", `${fixed(j.hwmKiB / 1024, 1)} MiB`],
+    ]),
+  ];
 }
 
 /** bench/RESULTS.md. */
@@ -436,6 +486,7 @@ export function renderResults(f: Figures): string {
       ["cp -a", fixed(f.copyMemory.cpMs), fixed(f.copyMemory.cpKiB / 1024, 1)],
       ["denit copy", fixed(f.copyMemory.denitMs), fixed(f.copyMemory.denitKiB / 1024, 1)],
     ]),
+    ...jobsSection(f.jobs),
     notes,
   ];
   return `${sections.join("\n\n").trimEnd()}\n`;

@@ -8,6 +8,7 @@
 
 import { RUN_FLAGS } from "../src/common/runtime.ts";
 import { renderChart } from "./chart.ts";
+import { jobsBench } from "./jobs.ts";
 import {
   COPY_ROWS,
   EXIT_ROWS,
@@ -498,6 +499,16 @@ function copyMemory(files: number): Figures["copyMemory"] {
   }
 }
 
+async function jobsFigures(runs: number, mebibytes: number): Promise<Figures["jobs"]> {
+  log(`job service: ${runs} runs, FollowIO of ${mebibytes} MiB, 100 running jobs`);
+  return await jobsBench(
+    SUPERVISORS.denit,
+    `${HERE}../proto/denit/jobs/v1/jobs.proto`,
+    runs,
+    mebibytes,
+  );
+}
+
 function machine(): Figures["machine"] {
   const cpu = /^model name\s*:\s*(.*)$/m.exec(Deno.readTextFileSync("/proc/cpuinfo"))?.[1] ?? "?";
   const git = new Deno.Command("git", { args: ["rev-parse", "--short", "HEAD"], stdout: "piped" })
@@ -544,6 +555,7 @@ const figures: Figures = {
   health: await health(QUICK ? 2 : 8),
   copy: copy(QUICK ? 1 : 5),
   copyMemory: copyMemory(QUICK ? 20_000 : 200_000),
+  jobs: await jobsFigures(QUICK ? 50 : 300, QUICK ? 32 : 64),
   seconds: 0,
 };
 figures.seconds = Math.round((performance.now() - started) / 1000);

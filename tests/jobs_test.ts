@@ -38,7 +38,12 @@ import {
   rejection,
   sha256,
 } from "./jobs_client.ts";
-import { JOB_OUTPUT_CAP } from "../src/jobs/store.ts";
+import {
+  Job as StoredJob,
+  JOB_OUTPUT_CAP,
+  JobTable,
+  KEEP_FINISHED_JOBS,
+} from "../src/jobs/store.ts";
 
 /** denit with the job service and a main child that waits; stopped and checked at the end. */
 class Service {
@@ -620,4 +625,151 @@ Deno.test({
       await Deno.remove(dir, { recursive: true });
     }
   },
+});
+
+Deno.test("jobs: finished jobs are forgotten oldest first beyond 1,000, running ones never", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-jobs-table-" });
+  try {
+    const table = new JobTable();
+    const running = new StoredJob("running", 1, ["sleep"], dir);
+    table.add(running);
+    for (let seq = 2; seq <= KEEP_FINISHED_JOBS + 11; seq++) {
+      const job = new StoredJob(`done-${seq}`, seq, ["true"], dir);
+      table.add(job);
+      job.stdout.end();
+      job.stderr.end();
+      job.finish(0, null);
+      table.finished(job);
+    }
+    const ids = table.list().map((job) => job.id);
+    assertEquals(ids.length, KEEP_FINISHED_JOBS + 1);
+    assertEquals(ids.slice(0, 2), ["running", "done-12"]);
+    // The forgotten jobs' spool files are gone with them; the others are there.
+    const files = new Set(await Array.fromAsync(Deno.readDir(dir), (e) => e.name));
+    assertOk(!files.has(`${Deno.pid}-2.out`) && !files.has(`${Deno.pid}-11.err`));
+    assertOk(files.has(`${Deno.pid}-12.out`) && files.has(`${Deno.pid}-1.out`));
+    assertEquals(table.counts(), {
+      running: 1,
+      started: KEEP_FINISHED_JOBS + 11,
+      succeeded: KEEP_FINISHED_JOBS + 10,
+      failed: 0,
+      cancelled: 0,
+    });
+    running.stdout.end();
+    running.stderr.end();
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("jobs: denit job logs -f resumes where it was when its connection breaks", async () => {
+  const s = await new Service("subreaper").ready();
+  const front = `${s.dir}/front.sock`;
+  const listener = Deno.listen({ transport: "unix", path: front });
+  const bridges: Deno.ChildProcess[] = [];
+  const serving = (async () => {
+    for await (const conn of listener) {
+      const bridge = new Deno.Command(DENIT[0] ?? "", {
+        args: [...DENIT.slice(1), "bridge", s.socket],
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "null",
+      }).spawn();
+      bridges.push(bridge);
+      void conn.readable.pipeTo(bridge.stdin).catch(() => {});
+      void bridge.stdout.pipeTo(conn.writable).catch(() => {});
+    }
+  })();
+  try {
+    const script = 'for i in $(seq 1 60); do echo "line $i"; sleep 0.02; done';
+    await call<Job>((cb) => s.client.Run({ id: "slow", argv: ["sh", "-c", script] }, cb));
+    const logs = new Running([...DENIT, "job", "--socket", front, "logs", "-f", "slow"]);
+    await logs.waitFor(/^line 10$/);
+    // Break the connection under the client: its bridge dies.
+    const first = bridges[0];
+    assertOk(first !== undefined);
+    first.kill("SIGKILL");
+    const status = await logs.status();
+    assertEquals(status.code, 0, status.stderr);
+    assertEquals(logs.lines, Array.from({ length: 60 }, (_, i) => `line ${i + 1}`));
+    assertOk(bridges.length >= 2, `${bridges.length} connection(s): it never reconnected`);
+  } finally {
+    listener.close();
+    await serving.catch(() => {});
+    for (const bridge of bridges) {
+      try {
+        bridge.kill("SIGKILL");
+      } catch {
+        // Ended already.
+      }
+      await bridge.status;
+    }
+    await s.stop();
+  }
+});
+
+/** A frame of HTTP/2 (RFC 9113 §4.1). */
+function frame(type: number, flags: number, stream: number, payload: Uint8Array): Uint8Array {
+  const out = new Uint8Array(9 + payload.length);
+  out.set([payload.length >> 16, (payload.length >> 8) & 0xff, payload.length & 0xff, type, flags]);
+  new DataView(out.buffer).setUint32(5, stream);
+  out.set(payload, 9);
+  return out;
+}
+
+/** HPACK literal header fields without indexing, new names (RFC 7541 §6.2.2), short strings. */
+function headerBlock(headers: Array<[string, string]>): Uint8Array {
+  const bytes: number[] = [];
+  for (const [name, value] of headers) {
+    const n = new TextEncoder().encode(name);
+    const v = new TextEncoder().encode(value);
+    bytes.push(0x00, n.length, ...n, v.length, ...v);
+  }
+  return new Uint8Array(bytes);
+}
+
+Deno.test("jobs: a FollowIO client that never reads (nor opens its window) costs no memory", async () => {
+  const s = await new Service("subreaper").ready();
+  let conn: Deno.UnixConn | null = null;
+  try {
+    const c = s.client;
+    const mib = JOB_OUTPUT_CAP / (1024 * 1024);
+    await call<Job>((cb) => c.Run({ id: "big", argv: ["head", "-c", `${mib}M`, "/dev/zero"] }, cb));
+    await finished(c, "big");
+    const before = rssKiB(s.pid);
+    // A hand-made HTTP/2 client: FollowIO("big"), then it reads nothing, ever. The server may
+    // send 64 KiB (the default window); what it writes beyond that, it would have to keep.
+    conn = await Deno.connect({ transport: "unix", path: s.socket });
+    const id = new TextEncoder().encode("big");
+    const request = new Uint8Array([0x0a, id.length, ...id]); // FollowIORequest{id}
+    const message = new Uint8Array([0, 0, 0, 0, request.length, ...request]);
+    const headers = headerBlock([
+      [":method", "POST"],
+      [":scheme", "http"],
+      [":path", "/denit.jobs.v1.Jobs/FollowIO"],
+      [":authority", "localhost"],
+      ["content-type", "application/grpc"],
+      ["te", "trailers"],
+    ]);
+    for (
+      const bytes of [
+        new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+        frame(0x4, 0, 0, new Uint8Array()), // SETTINGS
+        frame(0x1, 0x4, 1, headers), // HEADERS, END_HEADERS
+        frame(0x0, 0x1, 1, message), // DATA, END_STREAM
+      ]
+    ) await conn.write(bytes);
+    let peak = before;
+    for (let i = 0; i < 50; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      peak = Math.max(peak, rssKiB(s.pid));
+    }
+    // The whole output held would be JOB_OUTPUT_CAP (and its copies).
+    assertOk(peak - before < mib * 1024 / 4, `RSS ${before} → ${peak} KiB`);
+    // The service still serves others meanwhile.
+    assertEquals((await output(c, "big")).out.length, JOB_OUTPUT_CAP);
+  } finally {
+    conn?.close();
+    await s.stop();
+  }
 });

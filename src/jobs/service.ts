@@ -5,7 +5,7 @@
  */
 
 import type { FromJobHost, JobCounts, ToJobHost } from "../common/jobs.ts";
-import { closeFd, openPipe, pipeErrnoMessage } from "../sys/pipes.ts";
+import { closeFd, openPipe, pipeErrnoMessage, trimHeap } from "../sys/pipes.ts";
 import type { Pump } from "./pump.ts";
 import { Job, JobTable, type Spool } from "./store.ts";
 
@@ -14,7 +14,9 @@ export const DEFAULT_CANCEL_GRACE_MS = 10_000;
 /** The most Cancel may be asked to wait between TERM and KILL. */
 export const MAX_CANCEL_GRACE_MS = 24 * 60 * 60 * 1000;
 /** FollowIO's largest message. */
-const OUTPUT_CHUNK = 64 * 1024;
+const OUTPUT_CHUNK = 256 * 1024;
+/** The heap is trimmed after a stream at most this often. */
+const TRIM_EVERY_MS = 1000;
 
 const SIGTERM = 15;
 const SIGKILL = 9;
@@ -98,6 +100,7 @@ export class JobService {
   readonly #send: (message: ToJobHost) => void;
   readonly #bySeq = new Map<number, Job>();
   #seq = 0;
+  #trimmedAtMs = 0;
 
   constructor(pump: Pump, spool: string, send: (message: ToJobHost) => void) {
     this.#pump = pump;
@@ -282,9 +285,12 @@ export class JobService {
         for (const name of ["stdout", "stderr"] as const) {
           const spool = job[name];
           if (at[name] >= spool.stored || out.gone) continue;
-          files[name] ??= await Deno.open(spool.path, { read: true });
-          const file = files[name];
-          await file.seek(at[name], Deno.SeekMode.Start);
+          let file = files[name];
+          if (file === undefined) {
+            file = files[name] = await Deno.open(spool.path, { read: true });
+            await file.seek(at[name], Deno.SeekMode.Start);
+          }
+          // Reads go on from where the last one ended: no seek per message.
           const n = await file.read(
             buffer.subarray(0, Math.min(OUTPUT_CHUNK, spool.stored - at[name])),
           );
@@ -315,7 +321,20 @@ export class JobService {
     } finally {
       files.stdout?.close();
       files.stderr?.close();
+      this.#trim();
     }
+  }
+
+  /**
+   * After a stream: the C heap's free memory back to the kernel (at most once a second). The
+   * runtime's HTTP/2 layer copies every message a few times, and what it freed would otherwise
+   * stay resident.
+   */
+  #trim(): void {
+    const now = Date.now();
+    if (now - this.#trimmedAtMs < TRIM_EVERY_MS) return;
+    this.#trimmedAtMs = now;
+    trimHeap();
   }
 
   /** Cancel: TERM to the job's group, KILL after the grace; returns once the group is empty. */

@@ -24,6 +24,48 @@ function statusOf(err: unknown): Partial<grpc.StatusObject> {
   return { code: grpc.status.INTERNAL, details: message.split("\n")[0] ?? "" };
 }
 
+/** What the pacing reads of the HTTP/2 connection under a call. */
+interface Transport {
+  session?: {
+    state?: { remoteWindowSize?: number };
+    socket?: { writableLength?: number } | null;
+  };
+}
+
+/**
+ * The HTTP/2 stream under a grpc-js server call (grpc-js 1.14: the call's `call`, through any
+ * `nextCall`, holds `stream`), or null if the library's shape changed.
+ */
+function transportOf(call: unknown): Transport | null {
+  let at = (call as { call?: unknown }).call;
+  for (let depth = 0; depth < 4 && at !== undefined && at !== null; depth++) {
+    const node = at as { stream?: Transport; nextCall?: unknown };
+    if (node.stream?.session !== undefined) return node.stream;
+    at = node.nextCall;
+  }
+  return null;
+}
+
+/** Bytes the connection may hold unsent (in the socket's queue) before a stream waits. */
+const SOCKET_QUEUE_LIMIT = 1024 * 1024;
+/** How soon a stream that waits looks again; the wait doubles up to PACE_MAX_MS. */
+const PACE_MS = 2;
+const PACE_MAX_MS = 100;
+
+/**
+ * Deno 2.9.1's node:http2 completes a write at once, whatever the peer's flow-control window,
+ * and keeps what it cannot send yet: without this, a client slower than the spool would make
+ * the service hold the whole output in memory. A stream therefore writes only while the
+ * peer's connection window is open and the socket's queue is short.
+ */
+function mayWrite(transport: Transport | null): boolean {
+  const session = transport?.session;
+  if (session === undefined) return true;
+  const window = session.state?.remoteWindowSize ?? Infinity;
+  const queued = session.socket?.writableLength ?? 0;
+  return window > 0 && queued < SOCKET_QUEUE_LIMIT;
+}
+
 /** A server stream with back-pressure and a promise for the client's leaving. */
 function outlet<T>(call: grpc.ServerWritableStream<unknown, T>): Outlet<T> {
   const left = Promise.withResolvers<void>();
@@ -35,18 +77,26 @@ function outlet<T>(call: grpc.ServerWritableStream<unknown, T>): Outlet<T> {
   call.on("cancelled", leave);
   call.on("close", leave);
   call.on("error", leave);
+  let transport: Transport | null = null;
   return {
     get gone() {
       return gone || call.cancelled;
     },
     left: left.promise,
-    write(message: T): Promise<void> {
-      if (gone || call.cancelled) return Promise.resolve();
-      if (call.write(message)) return Promise.resolve();
-      return Promise.race([
-        new Promise<void>((resolve) => call.once("drain", () => resolve())),
-        left.promise,
-      ]);
+    async write(message: T): Promise<void> {
+      if (gone || call.cancelled) return;
+      if (!call.write(message)) {
+        await Promise.race([
+          new Promise<void>((resolve) => call.once("drain", () => resolve())),
+          left.promise,
+        ]);
+      }
+      transport ??= transportOf(call);
+      // A reader that keeps up is waited for a few ms; one that stopped, at most 10 times a second.
+      for (let wait = PACE_MS; !gone && !call.cancelled && !mayWrite(transport);) {
+        await new Promise((resolve) => setTimeout(resolve, wait));
+        wait = Math.min(wait * 2, PACE_MAX_MS);
+      }
     },
   };
 }

@@ -135,3 +135,11 @@ export async function pollReadable(fds: readonly number[], timeoutMs: number): P
     (view.getInt16(i * POLLFD_BYTES + 6, true) & (POLLIN | POLL_ENDED)) !== 0
   );
 }
+
+/**
+ * malloc_trim(0): gives the C heap's free memory back to the kernel, in every arena (each
+ * thread of the runtime allocates from its own, and glibc trims only the main one by itself).
+ */
+export function trimHeap(): void {
+  libc.malloc_trim(0n);
+}

@@ -241,6 +241,7 @@ export const JOB_SYMBOLS = {
     result: "i32",
     optional: true,
   },
+  malloc_trim: { parameters: ["usize"], result: "i32" }, // size_t pad
   strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
 } as const satisfies Deno.ForeignLibraryInterface;
