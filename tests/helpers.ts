@@ -345,3 +345,37 @@ export function countFds(pid: number): number {
 export function writeFixture(path: string, data: Uint8Array, mode?: number): void {
   Deno.writeFileSync(path, data, mode === undefined ? {} : { mode });
 }
+
+/** Inodes of the listening TCP sockets of the network namespace. */
+function listeningInodes(): Set<string> {
+  const inodes = new Set<string>();
+  for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text = "";
+    try {
+      text = Deno.readTextFileSync(file);
+    } catch {
+      continue; // no IPv6: nothing listens there
+    }
+    for (const line of text.split("\n").slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields[3] === "0A" && fields[9] !== undefined) inodes.add(fields[9]); // TCP_LISTEN
+    }
+  }
+  return inodes;
+}
+
+/** Listening sockets held by a process. */
+export function listeningSocketsOf(pid: number): number {
+  const listening = listeningInodes();
+  let count = 0;
+  for (const entry of Deno.readDirSync(`/proc/${pid}/fd`)) {
+    try {
+      const link = Deno.readLinkSync(`/proc/${pid}/fd/${entry.name}`);
+      const inode = /^socket:\[(\d+)\]$/.exec(link)?.[1];
+      if (inode !== undefined && listening.has(inode)) count++;
+    } catch {
+      // Closed while we looked: not a socket any more.
+    }
+  }
+  return count;
+}

@@ -16,6 +16,7 @@ import {
   exists,
   freePort,
   hostPid,
+  listeningSocketsOf,
   type Mode,
   MODES,
   rawHttp,
@@ -110,6 +111,8 @@ for (const mode of MODES) {
       assertEquals(socketMode & 0o777, 0o600);
       assertEquals(((await Deno.stat(`${s.dir}/run`)).mode ?? 0) & 0o777, 0o700);
       assertEquals(((await Deno.stat(s.spool)).mode ?? 0) & 0o777, 0o700);
+      // A Unix socket only: no TCP listener belongs to denit.
+      assertEquals(listeningSocketsOf(s.pid), 0);
       const c = s.client;
       const job = await call<Job>((cb) =>
         c.Run({
