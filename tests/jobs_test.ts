@@ -524,28 +524,53 @@ Deno.test("jobs: denit job run -f, follow, logs, cancel and list; clear errors",
   }
 });
 
+/**
+ * A local socket whose every connection is carried by a `denit bridge` subprocess over its
+ * stdin and stdout, as `kubectl exec -i POD -- /denit bridge` would carry it.
+ */
+class BridgeFront {
+  readonly bridges: Deno.ChildProcess[] = [];
+  readonly #listener: Deno.Listener;
+  readonly #serving: Promise<void>;
+
+  constructor(readonly path: string, service: string) {
+    const listener = Deno.listen({ transport: "unix", path });
+    this.#listener = listener;
+    this.#serving = (async () => {
+      for await (const conn of listener) {
+        const bridge = new Deno.Command(DENIT[0] ?? "", {
+          args: [...DENIT.slice(1), "bridge", service],
+          stdin: "piped",
+          stdout: "piped",
+          stderr: "null",
+        }).spawn();
+        this.bridges.push(bridge);
+        void conn.readable.pipeTo(bridge.stdin).catch(() => {});
+        void bridge.stdout.pipeTo(conn.writable).catch(() => {});
+      }
+    })().catch(() => {});
+  }
+
+  /** Stops accepting and ends every bridge still running (by pid). */
+  async close(): Promise<void> {
+    this.#listener.close();
+    await this.#serving;
+    for (const bridge of this.bridges) {
+      try {
+        bridge.kill("SIGKILL");
+      } catch {
+        // Ended already.
+      }
+      await bridge.status;
+    }
+  }
+}
+
 Deno.test("jobs: a gRPC client through denit bridge (stdin/stdout) gets the same service", async () => {
   const s = await new Service("subreaper").ready();
-  const front = `${s.dir}/front.sock`;
-  const listener = Deno.listen({ transport: "unix", path: front });
-  const bridges: Promise<Deno.CommandStatus>[] = [];
-  // Each connection to the front socket is carried by its own `denit bridge` over stdio, as
-  // `kubectl exec -i POD -- /denit bridge` would carry it.
-  const serving = (async () => {
-    for await (const conn of listener) {
-      const bridge = new Deno.Command(DENIT[0] ?? "", {
-        args: [...DENIT.slice(1), "bridge", s.socket],
-        stdin: "piped",
-        stdout: "piped",
-        stderr: "inherit",
-      }).spawn();
-      bridges.push(bridge.status);
-      void conn.readable.pipeTo(bridge.stdin).catch(() => {});
-      void bridge.stdout.pipeTo(conn.writable).catch(() => {});
-    }
-  })();
+  const front = new BridgeFront(`${s.dir}/front.sock`, s.socket);
   try {
-    const c = client(front);
+    const c = client(front.path);
     await call<Job>((cb) =>
       c.Run({ id: "bridged", argv: ["sh", "-c", "echo across; exit 4"] }, cb)
     );
@@ -553,13 +578,12 @@ Deno.test("jobs: a gRPC client through denit bridge (stdin/stdout) gets the same
     assertEquals([done.status, done.exitCode], ["FAILED", 4]);
     assertEquals((await output(c, "bridged")).out, "across\n");
     c.close();
-    listener.close();
-    await serving.catch(() => {});
     // Every bridge ends, with 0, once its client has gone.
-    const statuses = await Promise.all(bridges);
+    const statuses = await Promise.all(front.bridges.map((bridge) => bridge.status));
     assertOk(statuses.length >= 1);
     assertEquals(statuses.map((st) => st.code), statuses.map(() => 0));
   } finally {
+    await front.close();
     await s.stop();
   }
 });
@@ -667,46 +691,23 @@ Deno.test("jobs: finished jobs are forgotten oldest first beyond 1,000, running 
 
 Deno.test("jobs: denit job logs -f resumes where it was when its connection breaks", async () => {
   const s = await new Service("subreaper").ready();
-  const front = `${s.dir}/front.sock`;
-  const listener = Deno.listen({ transport: "unix", path: front });
-  const bridges: Deno.ChildProcess[] = [];
-  const serving = (async () => {
-    for await (const conn of listener) {
-      const bridge = new Deno.Command(DENIT[0] ?? "", {
-        args: [...DENIT.slice(1), "bridge", s.socket],
-        stdin: "piped",
-        stdout: "piped",
-        stderr: "null",
-      }).spawn();
-      bridges.push(bridge);
-      void conn.readable.pipeTo(bridge.stdin).catch(() => {});
-      void bridge.stdout.pipeTo(conn.writable).catch(() => {});
-    }
-  })();
+  const front = new BridgeFront(`${s.dir}/front.sock`, s.socket);
   try {
     const script = 'for i in $(seq 1 60); do echo "line $i"; sleep 0.02; done';
     await call<Job>((cb) => s.client.Run({ id: "slow", argv: ["sh", "-c", script] }, cb));
-    const logs = new Running([...DENIT, "job", "--socket", front, "logs", "-f", "slow"]);
+    const logs = new Running([...DENIT, "job", "--socket", front.path, "logs", "-f", "slow"]);
     await logs.waitFor(/^line 10$/);
     // Break the connection under the client: its bridge dies.
-    const first = bridges[0];
+    const first = front.bridges[0];
     assertOk(first !== undefined);
     first.kill("SIGKILL");
     const status = await logs.status();
     assertEquals(status.code, 0, status.stderr);
     assertEquals(logs.lines, Array.from({ length: 60 }, (_, i) => `line ${i + 1}`));
-    assertOk(bridges.length >= 2, `${bridges.length} connection(s): it never reconnected`);
+    const count = front.bridges.length;
+    assertOk(count >= 2, `${count} connection(s): it never reconnected`);
   } finally {
-    listener.close();
-    await serving.catch(() => {});
-    for (const bridge of bridges) {
-      try {
-        bridge.kill("SIGKILL");
-      } catch {
-        // Ended already.
-      }
-      await bridge.status;
-    }
+    await front.close();
     await s.stop();
   }
 });

@@ -18,3 +18,43 @@ export function workerName(): string | null {
 }
 /** The job service's thread (`--jobs-socket`). */
 export const JOBS_WORKER_NAME = "denit-jobs-worker";
+
+/** A helper thread's first answer: it serves, or why it cannot (an error class name and text). */
+export type HelperFailure = { type: "failed"; kind: string; message: string };
+
+/** The error a helper thread reported, as the Deno error class it named (AddrInUse, ...). */
+export function helperError(failure: HelperFailure): Error {
+  const classes = Deno.errors as unknown as Record<string, new (message: string) => Error>;
+  return new (classes[failure.kind] ?? Error)(failure.message);
+}
+
+/**
+ * Starts a helper thread on the entry module (`new Worker(Deno.mainModule)`, dispatched by
+ * `name`), sends it `start` once it says "ready" (a message sent earlier could be lost), and
+ * resolves with its first answer; every later message goes to `later`. A thread that fails
+ * to load answers as a failure. The caller terminates the worker when the answer is one.
+ */
+export async function startHelper<Start, Answer extends { type: string }>(
+  name: string,
+  start: Start,
+  later: (message: Answer) => void = () => {},
+): Promise<{ worker: Worker; answer: Answer | HelperFailure }> {
+  const worker = new Worker(Deno.mainModule, { type: "module", name });
+  const answer = Promise.withResolvers<Answer | HelperFailure>();
+  let answered = false;
+  worker.onmessage = (event: MessageEvent<Answer | { type: "ready" }>) => {
+    const message = event.data;
+    if (message.type === "ready") worker.postMessage(start);
+    else if (answered) later(message as Answer);
+    else {
+      answered = true;
+      answer.resolve(message as Answer);
+    }
+  };
+  worker.onerror = (event: ErrorEvent) => {
+    event.preventDefault();
+    answered = true;
+    answer.resolve({ type: "failed", kind: "Error", message: event.message });
+  };
+  return { worker, answer: await answer.promise };
+}

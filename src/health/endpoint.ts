@@ -12,7 +12,7 @@ import {
   type SupervisorSettings,
 } from "../common/snapshot.ts";
 import { VERSION } from "../common/version.ts";
-import { HEALTH_WORKER_NAME } from "../common/workers.ts";
+import { HEALTH_WORKER_NAME, helperError, startHelper } from "../common/workers.ts";
 import type { ProcessStats } from "./proc_stats.ts";
 import type { ReadyView } from "./readiness.ts";
 import type { HttpRequest, HttpResponse } from "./server.ts";
@@ -289,21 +289,13 @@ export async function startHealth(
     supervisorStartedAtMs,
     settings,
   };
-  const worker = new Worker(Deno.mainModule, { type: "module", name: HEALTH_WORKER_NAME });
-  const answer = Promise.withResolvers<FromHealthWorker>();
-  worker.onmessage = (event: MessageEvent<FromHealthWorker>) => {
-    // Sent only once the worker listens for messages (one sent earlier could be lost).
-    if (event.data.type === "ready") worker.postMessage(start);
-    else answer.resolve(event.data);
-  };
-  worker.onerror = (event: ErrorEvent) => {
-    event.preventDefault();
-    answer.resolve({ type: "failed", kind: "Error", message: event.message });
-  };
-  const reply = await answer.promise;
+  const { worker, answer: reply } = await startHelper<ToHealthWorker, FromHealthWorker>(
+    HEALTH_WORKER_NAME,
+    start,
+  );
   if (reply.type !== "listening") {
     worker.terminate();
-    throw reply.type === "failed" ? bindError(reply.kind, reply.message) : new Error("no answer");
+    throw reply.type === "failed" ? helperError(reply) : new Error("no answer");
   }
   // The heartbeat proves the supervisor's own loop turns (what /healthz means).
   const heartbeat = setInterval(() => board.beat(Date.now()), HEARTBEAT_MS);
@@ -315,13 +307,4 @@ export async function startHealth(
       worker.terminate();
     },
   };
-}
-
-function bindError(kind: string, message: string): Error {
-  const classes: Record<string, new (message: string) => Error> = {
-    AddrInUse: Deno.errors.AddrInUse,
-    AddrNotAvailable: Deno.errors.AddrNotAvailable,
-    PermissionDenied: Deno.errors.PermissionDenied,
-  };
-  return new (classes[kind] ?? Error)(message);
 }
