@@ -32,13 +32,16 @@ const STATUS_LINE_BYTES = 4096;
 
 class TimedOut extends Error {}
 
-/** `promise`, or TimedOut after `ms`; `cleanup` gets a value that came too late. */
+/**
+ * `promise`, or TimedOut after `ms`; `cleanup` gets a value that came too late. The message
+ * names the check's whole timeout (what is left of it may be less than `ms` said at the start).
+ */
 function withTimeout<T>(promise: Promise<T>, ms: number, cleanup: (late: T) => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let late = false;
     const timer = setTimeout(() => {
       late = true;
-      reject(new TimedOut(`no answer in ${ms} ms`));
+      reject(new TimedOut(`no answer in ${READY_TIMEOUT_MS} ms`));
     }, ms);
     promise.then(
       (value) => {
