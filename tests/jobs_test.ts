@@ -147,12 +147,26 @@ for (const mode of MODES) {
       await call<Job>((cb) => c.Run({ id: "denied", argv: [`${s.dir}/not-executable`] }, cb));
       assertEquals((await finished(c, "denied")).exitCode, 126);
 
+      // Follow: the job as it is, then its change, then the end of the stream.
+      const gate = `${s.dir}/go`;
+      const wait = 'while [ ! -e "$0" ]; do sleep 0.02; done';
+      await call<Job>((cb) => c.Run({ id: "gated", argv: ["sh", "-c", wait, gate] }, cb));
+      const follow = c.Follow({ id: "gated" });
+      const states = collect(follow);
+      await new Promise((resolve) => follow.once("data", resolve));
+      await Deno.writeTextFile(gate, "");
+      const seen = await states;
+      assertEquals(seen.map((j) => j.status), ["RUNNING", "SUCCEEDED"]);
+      assertEquals([seen[0]?.finishedAtMs, seen[1]?.exitCode], [0, 0]);
+      assertOk((seen[1]?.finishedAtMs ?? 0) >= (seen[1]?.startedAtMs ?? Infinity));
+
       const { jobs } = await call<{ jobs: Job[] }>((cb) => c.List({}, cb));
       assertEquals(jobs.map((j) => [j.id, j.status]), [
         ["build-1", "FAILED"],
         ["ok", "SUCCEEDED"],
         ["missing", "FAILED"],
         ["denied", "FAILED"],
+        ["gated", "SUCCEEDED"],
       ]);
     } finally {
       const { code, stderr } = await s.stop();
