@@ -32,12 +32,14 @@ export function helperError(failure: HelperFailure): Error {
  * Starts a helper thread on the entry module (`new Worker(Deno.mainModule)`, dispatched by
  * `name`), sends it `start` once it says "ready" (a message sent earlier could be lost), and
  * resolves with its first answer; every later message goes to `later`. A thread that fails
- * to load answers as a failure. The caller terminates the worker when the answer is one.
+ * to load answers as a failure; one that dies later (an uncaught error) is a failure sent to
+ * `later`, and never takes the supervisor's thread with it. The caller terminates the worker
+ * when the answer is a failure.
  */
 export async function startHelper<Start, Answer extends { type: string }>(
   name: string,
   start: Start,
-  later: (message: Answer) => void = () => {},
+  later: (message: Answer | HelperFailure) => void = () => {},
 ): Promise<{ worker: Worker; answer: Answer | HelperFailure }> {
   const worker = new Worker(Deno.mainModule, { type: "module", name });
   const answer = Promise.withResolvers<Answer | HelperFailure>();
@@ -53,8 +55,10 @@ export async function startHelper<Start, Answer extends { type: string }>(
   };
   worker.onerror = (event: ErrorEvent) => {
     event.preventDefault();
+    const failure: HelperFailure = { type: "failed", kind: "Error", message: event.message };
+    if (answered) later(failure);
     answered = true;
-    answer.resolve({ type: "failed", kind: "Error", message: event.message });
+    answer.resolve(failure);
   };
   return { worker, answer: await answer.promise };
 }

@@ -67,8 +67,10 @@ export class JobHost {
           return this.#watch(message.seq);
         case "counts":
           return this.#onCounts(message.counts);
-        case "listening":
         case "failed":
+          // The service's thread died (an uncaught error): the supervisor and the jobs go on.
+          return this.#log.error(`the job service stopped: ${message.message}`);
+        case "listening":
           return;
       }
     } catch (err: unknown) {
