@@ -4,8 +4,11 @@
  * `memory.max` of the unified hierarchy; cgroup v1: `memory.oom_control` and
  * `memory.limit_in_bytes` of the `memory` controller's hierarchy. Found through
  * /proc/self/cgroup and /proc/self/mountinfo, so it works inside a cgroup namespace (path "/")
- * and outside one (the path below the mount's root). Plain file reads: no FFI.
+ * and outside one (the path below the mount's root). Plain file reads, with access(2) first
+ * so that a missing file costs no exception.
  */
+
+import { pathExists } from "../sys/process.ts";
 
 /** Where the memory controller's files for this process are. */
 export interface MemoryCgroup {
@@ -92,6 +95,7 @@ export function memoryLimitFrom(version: 1 | 2, text: string): number | null {
 }
 
 function read(path: string): string | null {
+  if (!pathExists(path)) return null; // no exception to pay for (see sys/process.ts)
   try {
     return Deno.readTextFileSync(path);
   } catch {
@@ -122,11 +126,8 @@ export function usualMemoryCgroup(cgroupText: string): MemoryCgroup | null {
   for (const candidate of candidates) {
     const dir = candidate.dir.replace(/\/+$/, "");
     const file = candidate.version === 2 ? "memory.events" : "memory.oom_control";
-    try {
-      if (Deno.statSync(`${dir}/${file}`).isFile) return { version: candidate.version, dir };
-    } catch {
-      // Not there: mountinfo will say where it is, if anywhere.
-    }
+    // Not there: mountinfo will say where it is, if anywhere.
+    if (pathExists(`${dir}/${file}`)) return { version: candidate.version, dir };
   }
   return null;
 }

@@ -12,6 +12,7 @@
 
 import type { Logger } from "../common/log.ts";
 import { formatDuration } from "../common/duration.ts";
+import { pathExists } from "../sys/process.ts";
 
 /** Kubernetes' default terminationMessagePath. */
 export const DEFAULT_TERMINATION_LOG = "/dev/termination-log";
@@ -86,6 +87,22 @@ async function writeInto(path: string, bytes: Uint8Array): Promise<void> {
 }
 
 /**
+ * The default file: absent (or not a file), empty, or written by the child. Outside Kubernetes
+ * it is absent, and access(2) says so without the exception a failed Deno.statSync throws
+ * (which costs about 0.6 ms on every exit).
+ */
+function defaultLogState(path: string): "absent" | "empty" | "written" {
+  if (!pathExists(path)) return "absent";
+  try {
+    const info = Deno.statSync(path);
+    if (!info.isFile) return "absent";
+    return info.size > 0 ? "written" : "empty";
+  } catch {
+    return "absent";
+  }
+}
+
+/**
  * Writes the report to `path` (from --termination-log), or to /dev/termination-log when it
  * exists, is writable and empty. Never throws; a failure is a warn line.
  */
@@ -96,15 +113,9 @@ export async function writeTerminationLog(
 ): Promise<void> {
   const path = setting ?? DEFAULT_TERMINATION_LOG;
   if (setting === null) {
-    let size: number;
-    try {
-      const info = await Deno.stat(path);
-      if (!info.isFile) return;
-      size = info.size;
-    } catch {
-      return; // Not in Kubernetes (no such file): nothing to do, nothing to say.
-    }
-    if (size > 0) {
+    const found = defaultLogState(path);
+    if (found === "absent") return; // Not in Kubernetes: nothing to do, nothing to say.
+    if (found === "written") {
       log.debug("the child wrote its own termination message; left as it is", { path });
       return;
     }
