@@ -48,6 +48,29 @@ async function listening(port: number): Promise<void> {
  * /healthz round trips, one every 100 ms, while `busy` runs; a probe still under way when
  * `busy` ended (denit may be exiting) does not count.
  */
+/** denit (a subreaper) with its endpoint on a free loopback port, over a child that sleeps. */
+async function endpointOnLoopback(): Promise<{ port: number; proc: Running }> {
+  const port = freePort();
+  const proc = new Running([
+    ...DENIT,
+    "-s",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--",
+    "sh",
+    "-c",
+    "echo ready; exec sleep 60",
+  ]);
+  try {
+    await proc.waitFor(/^ready$/);
+  } catch (err: unknown) {
+    proc.kill("SIGKILL"); // never started: nothing of it may outlive the test
+    await proc.status();
+    throw err;
+  }
+  return { port, proc };
+}
+
 async function probesWhile(port: number, busy: Promise<unknown>): Promise<number[]> {
   const times: number[] = [];
   let done = false;
@@ -98,19 +121,8 @@ Deno.test("64 connections of 8 KiB heads: signals still forwarded, probes answer
 });
 
 Deno.test("4,000 clients that never read: descriptors stay at the connection cap", async () => {
-  const port = freePort();
-  const proc = new Running([
-    ...DENIT,
-    "-s",
-    "--health-addr",
-    `127.0.0.1:${port}`,
-    "--",
-    "sh",
-    "-c",
-    "echo ready; exec sleep 60",
-  ]);
+  const { port, proc } = await endpointOnLoopback();
   try {
-    await proc.waitFor(/^ready$/);
     const baseline = countFds(proc.child.pid);
     const attack = run([...HOSTILE, "stuck", String(port), "4000", "2"], { timeoutMs: 60_000 });
     let peak = 0;
@@ -137,19 +149,8 @@ Deno.test("4,000 clients that never read: descriptors stay at the connection cap
 });
 
 Deno.test("connections reset before accept do not stall the endpoint", async () => {
-  const port = freePort();
-  const proc = new Running([
-    ...DENIT,
-    "-s",
-    "--health-addr",
-    `127.0.0.1:${port}`,
-    "--",
-    "sh",
-    "-c",
-    "echo ready; exec sleep 60",
-  ]);
+  const { port, proc } = await endpointOnLoopback();
   try {
-    await proc.waitFor(/^ready$/);
     const attack = run([...HOSTILE, "resets", String(port), "5000"], { timeoutMs: 60_000 });
     const probes = await probesWhile(port, attack);
     const result = await attack;
