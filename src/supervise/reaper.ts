@@ -14,6 +14,7 @@ import {
   type ExitStatus,
   lastReapedStatus,
   reapNext,
+  type Waited,
   waitForExited,
 } from "../sys/process.ts";
 
@@ -36,6 +37,16 @@ export interface ReapRound {
  */
 export const REAP_BATCH = 128;
 
+/**
+ * In a burst, the next round's thread wait is started once a round has reaped this many: it
+ * returns at once while zombies remain, so by the time the round yields its answer is already
+ * in and the event loop turns without the JS thread sleeping on the worker thread's wake-up.
+ */
+const PREFETCH_AFTER = REAP_BATCH / 2;
+
+/** The next round's wait, started by a round that found a burst. */
+let prefetched: Promise<Waited> | null = null;
+
 /** A reaped process that was not the main child (collected for `-w` only). */
 export interface Reaped {
   readonly pid: number;
@@ -52,12 +63,17 @@ export async function reapRound(
   others: Reaped[] | null = null,
 ): Promise<ReapRound> {
   const round: ReapRound = { reaped: 0, child: null, noChildren: false, errno: 0 };
-  const waited = await waitForExited();
+  const waited = await (prefetched ?? waitForExited());
+  prefetched = null;
   if (waited === "no-children") {
     round.noChildren = true;
     return round;
   }
   while (round.reaped < limit) {
+    if (round.reaped === PREFETCH_AFTER && limit > PREFETCH_AFTER) {
+      // Never rejects: a failed wait is only a round that finds nothing and waits again.
+      prefetched = waitForExited().catch((): Waited => "interrupted");
+    }
     const pid = reapNext();
     if (pid === 0) break;
     if (pid > 0) {
