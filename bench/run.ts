@@ -173,8 +173,15 @@ function awaitPort(port: number): void {
   throw new Error(`nothing listens on ${port}`);
 }
 
-async function hostile(count: number, seconds: number): Promise<Figures["hostile"]> {
-  log(`signals under 64 hostile health connections: ${count} signals, denit and tini`);
+async function hostile(
+  count: number,
+  seconds: number,
+  repeats: number,
+): Promise<Figures["hostile"]> {
+  log(
+    `signals under 64 hostile health connections: ${count} signals, denit and tini, ` +
+      `${repeats} rounds`,
+  );
   const attack = (port: number) =>
     new Deno.Command("python3", {
       args: [`${HERE}../fixtures/hostile_http.py`, "spaces", String(port), "64", String(seconds)],
@@ -182,44 +189,57 @@ async function hostile(count: number, seconds: number): Promise<Figures["hostile
       stderr: "null",
     }).spawn();
   // denit: the attack on its own endpoint.
-  const denitPort = 17641;
-  const supervised = new Deno.Command(PROBE, {
-    args: [
-      "siglat",
-      String(count),
-      DENO,
-      ...RUN,
-      BUNDLE,
-      "-s",
-      "--health-addr",
-      `127.0.0.1:${denitPort}`,
-      "--",
-    ],
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
-  awaitPort(denitPort);
-  const denitAttack = attack(denitPort);
+  const underAttack = async (): Promise<Record<string, number>> => {
+    const denitPort = 17641;
+    const supervised = new Deno.Command(PROBE, {
+      args: [
+        "siglat",
+        String(count),
+        DENO,
+        ...RUN,
+        BUNDLE,
+        "-s",
+        "--health-addr",
+        `127.0.0.1:${denitPort}`,
+        "--",
+      ],
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    awaitPort(denitPort);
+    const denitAttack = attack(denitPort);
+    const out = JSON.parse(new TextDecoder().decode((await supervised.output()).stdout).trim());
+    await denitAttack.status;
+    return out;
+  };
   // tini: the same attack on a bare Deno.serve beside it (tini has no endpoint): the load alone.
-  const floorPort = 17642;
-  const denit = JSON.parse(new TextDecoder().decode((await supervised.output()).stdout).trim());
-  await denitAttack.status;
-  const server = new Deno.Command(DENO, {
-    args: [...RUN, `${HERE}floor_serve.js`, String(floorPort)],
-    stdout: "null",
-  }).spawn();
-  awaitPort(floorPort);
-  const tiniAttack = attack(floorPort);
-  const tini = probe(["siglat", String(count), "tini", "-s", "--"]);
-  await tiniAttack.status;
-  server.kill("SIGTERM");
-  await server.status;
+  const besideAttack = async (): Promise<Record<string, number>> => {
+    const floorPort = 17642;
+    const server = new Deno.Command(DENO, {
+      args: [...RUN, `${HERE}floor_serve.js`, String(floorPort)],
+      stdout: "null",
+    }).spawn();
+    awaitPort(floorPort);
+    const tiniAttack = attack(floorPort);
+    const out = probe(["siglat", String(count), "tini", "-s", "--"]);
+    await tiniAttack.status;
+    server.kill("SIGTERM");
+    await server.status;
+    return out;
+  };
+  const runs: Record<"denit" | "tini", Array<Record<string, number>>> = { denit: [], tini: [] };
+  for (let round = 0; round < repeats; round++) {
+    for (const name of shuffled(["denit", "tini"] as const)) {
+      runs[name].push(name === "denit" ? await underAttack() : await besideAttack());
+    }
+  }
+  const of = (name: "denit" | "tini", key: string) => median(runs[name].map((r) => r[key] ?? NaN));
   return {
-    denitMedianUs: denit.median_us,
-    denitP99Us: denit.p99_us,
-    denitLost: denit.lost,
-    tiniMedianUs: tini.median_us ?? NaN,
-    tiniP99Us: tini.p99_us ?? NaN,
+    denitMedianUs: of("denit", "median_us"),
+    denitP99Us: of("denit", "p99_us"),
+    denitLost: runs.denit.reduce((sum, r) => sum + (r.lost ?? NaN), 0),
+    tiniMedianUs: of("tini", "median_us"),
+    tiniP99Us: of("tini", "p99_us"),
   };
 }
 
@@ -549,8 +569,8 @@ const figures: Figures = {
   start: startOverhead(QUICK ? 5 : 25),
   memory: await memory(QUICK ? 1 : 5),
   signals: signals(QUICK ? 200 : 1000),
-  hostile: await hostile(QUICK ? 300 : 1000, QUICK ? 1 : 2),
-  reaping: reaping(QUICK ? 2000 : 20000, QUICK ? 1 : 5, 2000),
+  hostile: await hostile(QUICK ? 300 : 1000, QUICK ? 1 : 2, QUICK ? 1 : 3),
+  reaping: reaping(QUICK ? 2000 : 20000, QUICK ? 1 : 9, 2000),
   exit: exitPropagation(QUICK ? 5 : 30),
   health: await health(QUICK ? 2 : 8),
   copy: copy(QUICK ? 1 : 5),
