@@ -105,6 +105,20 @@ for (const mode of MODES) {
     assertEquals(result.stdout, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
   });
 
+  Deno.test(`${mode}: a parent's blocked and ignored signals do not reach the child`, async () => {
+    // The README's promise (as under dumb-init; tini passes them on): denit started with SIGUSR2
+    // blocked and SIGHUP and SIGUSR1 ignored, as `nohup` or such a parent would leave them.
+    const parent = [
+      "perl",
+      "-e",
+      'use POSIX; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGUSR2)); $SIG{HUP} = "IGNORE"; ' +
+      '$SIG{USR1} = "IGNORE"; exec @ARGV or die',
+    ];
+    const child = ["--", "grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"];
+    const result = await run([...parent, ...denitArgv(mode, child)]);
+    assertEquals(result.stdout, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  });
+
   Deno.test(`${mode}: the child leads a new process group`, async () => {
     const result = await run(
       denitArgv(mode, ["--", "sh", "-c", "echo $$ $(cut -d' ' -f5 /proc/$$/stat)"]),
