@@ -2,7 +2,16 @@
 
 import parsePrometheus from "parse-prometheus-text-format";
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
-import { countFds, DENIT, freePort, killPid, rawHttp, run, Running } from "./helpers.ts";
+import {
+  countFds,
+  DENIT,
+  endpointOnLoopback,
+  freePort,
+  killPid,
+  rawHttp,
+  run,
+  Running,
+} from "./helpers.ts";
 
 /** denit with its health endpoint on `address` over a child that prints "ready" and sleeps. */
 async function sleeper(
@@ -241,20 +250,9 @@ Deno.test("address in use or unusable: exit 125, one line, the child never start
 });
 
 Deno.test("a flood of 600 idle connections: fds stay bounded and probes still answer", async () => {
-  const port = freePort();
-  const proc = new Running([
-    ...DENIT,
-    "-s",
-    "--health-addr",
-    `127.0.0.1:${port}`,
-    "--",
-    "sh",
-    "-c",
-    "echo ready; exec sleep 30",
-  ]);
+  const { port, proc } = await endpointOnLoopback();
   const conns: Deno.Conn[] = [];
   try {
-    await proc.waitFor(/^ready$/);
     for (let i = 0; i < 600; i++) conns.push(await Deno.connect({ hostname: "127.0.0.1", port }));
     const probe = await rawHttp(port, "GET /readyz HTTP/1.0\r\n\r\n");
     assertMatch(probe, /^HTTP\/1\.1 200 OK/);

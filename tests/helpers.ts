@@ -379,3 +379,26 @@ export function listeningSocketsOf(pid: number): number {
   }
   return count;
 }
+
+/** denit (a subreaper) with its endpoint on a free loopback port, over a child that sleeps. */
+export async function endpointOnLoopback(): Promise<{ port: number; proc: Running }> {
+  const port = freePort();
+  const proc = new Running([
+    ...DENIT,
+    "-s",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--",
+    "sh",
+    "-c",
+    "echo ready; exec sleep 60",
+  ]);
+  try {
+    await proc.waitFor(/^ready$/);
+  } catch (err: unknown) {
+    proc.kill("SIGKILL"); // never started: nothing of it may outlive the test
+    await proc.status();
+    throw err;
+  }
+  return { port, proc };
+}

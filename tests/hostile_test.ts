@@ -4,7 +4,7 @@
  */
 
 import { assertEquals, assertOk, defined } from "./assert.ts";
-import { countFds, DENIT, FIXTURES, freePort, ROOT, run, Running } from "./helpers.ts";
+import { countFds, DENIT, endpointOnLoopback, FIXTURES, freePort, ROOT, run } from "./helpers.ts";
 
 const HOSTILE = ["python3", `${FIXTURES}/hostile_http.py`];
 
@@ -48,29 +48,6 @@ async function listening(port: number): Promise<void> {
  * /healthz round trips, one every 100 ms, while `busy` runs; a probe still under way when
  * `busy` ended (denit may be exiting) does not count.
  */
-/** denit (a subreaper) with its endpoint on a free loopback port, over a child that sleeps. */
-async function endpointOnLoopback(): Promise<{ port: number; proc: Running }> {
-  const port = freePort();
-  const proc = new Running([
-    ...DENIT,
-    "-s",
-    "--health-addr",
-    `127.0.0.1:${port}`,
-    "--",
-    "sh",
-    "-c",
-    "echo ready; exec sleep 60",
-  ]);
-  try {
-    await proc.waitFor(/^ready$/);
-  } catch (err: unknown) {
-    proc.kill("SIGKILL"); // never started: nothing of it may outlive the test
-    await proc.status();
-    throw err;
-  }
-  return { port, proc };
-}
-
 async function probesWhile(port: number, busy: Promise<unknown>): Promise<number[]> {
   const times: number[] = [];
   let done = false;
