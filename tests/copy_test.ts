@@ -283,6 +283,46 @@ Deno.test("--verify reads every file back, --sync flushes files and directories"
   });
 });
 
+Deno.test("--verify refuses a copy whose source changed under it; without it the copy is kept", async () => {
+  await withDirs(async (dir) => {
+    await Deno.mkdir(`${dir}/src`);
+    const size = 16 << 20;
+    await Deno.writeFile(`${dir}/src/big`, new Uint8Array(size));
+    // A writer rewrites the source all the time: what verification reads back cannot match
+    // what was copied a moment before.
+    const writer = new Deno.Command("python3", {
+      args: [
+        "-c",
+        `import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+print("writing", flush=True)
+i = 0
+while True:
+    os.pwrite(fd, os.urandom(4096), (i * 4096) % ${size})
+    i += 1`,
+        `${dir}/src/big`,
+      ],
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    try {
+      const reader = writer.stdout.getReader();
+      await reader.read(); // "writing": the writer runs
+      reader.releaseLock();
+      const verified = await run([...DENIT, "copy", "--verify", `${dir}/src/.`, `${dir}/v`]);
+      assertEquals(verified.code, 1, verified.stderr);
+      assertMatch(verified.stderr, /Verification failed for ".*\/v\/big": contents differ/);
+      assertOk(!(await Deno.lstat(`${dir}/v/big`).then(() => true, () => false)));
+      const plain = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/p`]);
+      assertEquals(plain.code, 0, plain.stderr);
+    } finally {
+      writer.kill("SIGKILL");
+      await writer.status;
+      await writer.stdout.cancel().catch(() => {/* already closed */});
+    }
+  });
+});
+
 Deno.test("--dry-run prints the plan and writes nothing", async () => {
   await withDirs(async (dir) => {
     await makeSource(`${dir}/src`);

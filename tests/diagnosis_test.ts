@@ -71,7 +71,7 @@ for (const mode of MODES) {
 
     const timeout = await run(denitArgv(mode, ["--timeout", "300ms", "--", "sleep", "30"]));
     assertEquals(timeout.code, 124, timeout.stderr);
-    assertMatch(timeout.stderr, /killed by SIGKILL: denit's own, its deadline of 300ms passed/);
+    assertMatch(timeout.stderr, /killed by SIGTERM: denit's own, its deadline of 300ms passed/);
 
     const exited = await run(denitArgv(mode, ["-vvv", "--", "sh", "-c", "exit 3"]));
     assertEquals(exited.code, 3);

@@ -195,7 +195,16 @@ export class Running {
     const timer = setTimeout(() => this.kill("SIGKILL"), timeoutMs);
     await this.child.status.catch(() => {/* reported by status(), if the test asked */});
     clearTimeout(timer);
-    await this.#stderr;
+    // An orphan of a killed denit can hold the pipes open: the test fails, it does not hang.
+    let late: ReturnType<typeof setTimeout> | undefined;
+    const orphaned = new Promise<string>((resolve) => {
+      late = setTimeout(() => resolve("orphaned"), timeoutMs);
+    });
+    const outcome = await Promise.race([this.#stderr, orphaned]);
+    clearTimeout(late);
+    if (outcome === "orphaned") {
+      throw new Error("the output pipes stayed open after denit ended: an orphan holds them");
+    }
   }
 
   /** Sends a signal, ignoring a process that is already gone. */

@@ -186,20 +186,127 @@ for (const mode of MODES) {
     assertMatch(result.stderr, /grace period of 700ms expired: SIGKILL to/);
   });
 
-  Deno.test(`${mode}: --timeout without --grace: SIGKILL at the deadline, exit 124`, async () => {
+  Deno.test(`${mode}: --timeout without --grace: TERM at the deadline, KILL after --kill-after`, async () => {
     const started = Date.now();
-    const result = await run(denitArgv(mode, ["--timeout", "300ms", "--", ...ECHO, "NONE"]));
+    const result = await run(
+      denitArgv(mode, ["--timeout", "300ms", "--kill-after", "500ms", "--", ...ECHO, "NONE"]),
+    );
+    const took = Date.now() - started;
     assertEquals(result.code, 124, result.stderr);
-    assertOk(!result.stdout.includes("SIGTERM"), "no TERM without --grace");
-    assertOk(Date.now() - started < 5000);
-    // One line says the deadline passed (the exit cause line, cause=timeout, is another matter).
+    assertOk(result.stdout.includes("SIGTERM"), "the child got no TERM first");
+    assertOk(took >= 800 && took < 5000, `took ${took} ms`);
     const warns = result.stderr.split("\n").filter((l) =>
       /warn:/.test(l) && !/subreaper|cause=/.test(l)
     );
-    assertEquals(warns.length, 1, result.stderr);
-    assertMatch(warns[0] ?? "", /deadline of 300ms passed \(--timeout\), no --grace: SIGKILL to/);
+    assertMatch(
+      warns[0] ?? "",
+      /deadline of 300ms passed \(--timeout\): SIGTERM, SIGKILL after 500ms/,
+    );
+    assertMatch(
+      warns[1] ?? "",
+      /still running 500ms after the deadline of 300ms \(--timeout\): SIGKILL to .*exit code 124/,
+    );
+  });
+
+  Deno.test(`${mode}: --timeout racing the child's own end: the child's code, never 124`, async () => {
+    // denit is stopped across the deadline while the child ends: when it runs again, the
+    // deadline's timer and the child's status are both due. The child's status decides.
+    for (let i = 0; i < 5; i++) {
+      const proc = new Running(
+        denitArgv(mode, ["--timeout", "300ms", "--", "sh", "-c", "echo ready; sleep 0.05; exit 3"]),
+      );
+      try {
+        await proc.waitFor(/^ready$/);
+        const denit = denitPid(proc, mode);
+        Deno.kill(denit, "SIGSTOP");
+        await new Promise((resolve) => setTimeout(resolve, 450));
+        Deno.kill(denit, "SIGCONT");
+        const result = await proc.status();
+        assertEquals(result.code, 3, result.stderr);
+      } finally {
+        await proc.stop();
+      }
+    }
+  });
+
+  Deno.test(`${mode}: --rewrite TERM:0 changes nothing: no grace, no SIGKILL, still ready`, async () => {
+    const port = freePort();
+    const proc = new Running(denitArgv(mode, [
+      "-r",
+      "TERM:0",
+      "--grace",
+      "300ms",
+      "--health-addr",
+      `127.0.0.1:${port}`,
+      "--",
+      ...ECHO,
+      "SIGUSR1",
+      "5",
+    ]));
+    try {
+      await proc.waitFor(/^ready /);
+      await eventually(async () => await readyz(port) === 200, "ready");
+      Deno.kill(denitPid(proc, mode), "SIGTERM");
+      // Well past the grace period: the child is untouched, and still ready.
+      await new Promise((resolve) => setTimeout(resolve, 800));
+      assertEquals(await readyz(port), 200);
+      assertEquals((await status(port)).state as unknown, "running");
+      Deno.kill(denitPid(proc, mode), "SIGUSR1");
+      const result = await proc.status();
+      assertEquals(result.code, 5, result.stderr);
+      assertOk(!proc.lines.includes("SIGTERM"), proc.lines.join("|"));
+    } finally {
+      await proc.stop();
+    }
+  });
+
+  Deno.test(`${mode}: --shutdown-delay: an INT during the delay does not replace the held TERM`, async () => {
+    // Both reach the child at once (the kernel delivers INT first then: lower number).
+    const proc = new Running(
+      denitArgv(mode, ["--shutdown-delay", "20s", "--", ...ECHO, "SIGUSR2"]),
+    );
+    try {
+      await proc.waitFor(/^ready /);
+      const denit = denitPid(proc, mode);
+      Deno.kill(denit, "SIGTERM");
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assertOk(!proc.lines.includes("SIGTERM"), "the first TERM was not held");
+      Deno.kill(denit, "SIGINT");
+      await proc.waitFor(/^SIGINT$/);
+      await proc.waitFor(/^SIGTERM$/);
+      assertEquals(proc.lines.slice(1).sort(), ["SIGINT", "SIGTERM"]);
+      Deno.kill(denit, "SIGUSR2");
+      assertEquals((await proc.status()).code, 0);
+    } finally {
+      await proc.stop();
+    }
   });
 }
+
+Deno.test("zero and empty: --timeout 0 and --grace 0 are off, empty variables are unset", async () => {
+  const child = ["--", "sh", "-c", "trap 'echo term' TERM; echo ready; sleep 0.6; echo done"];
+  // --timeout 0: no deadline (coreutils). The child ends by itself, with its code.
+  const none = await run([...DENIT, "-s", "--timeout", "0", ...child]);
+  assertEquals([none.code, none.stdout], [0, "ready\ndone\n"], none.stderr);
+  // --grace 0: no SIGKILL after a stop signal; the child (which ignores TERM) ends by itself.
+  const proc = new Running([...DENIT, "-s", "--grace", "0", ...child]);
+  try {
+    await proc.waitFor(/^ready$/);
+    proc.kill("SIGTERM");
+    const result = await proc.status();
+    assertEquals([result.code, proc.lines], [0, ["ready", "term", "done"]], result.stderr);
+  } finally {
+    await proc.stop();
+  }
+  // Empty variables count as unset: no error, no job service, no grace, no warning.
+  const empty = await run([...DENIT, "-s", "--", "sh", "-c", "exit 4"], {
+    env: { DENIT_GRACE: "", DENIT_JOBS_SOCKET: "", DENIT_TIMEOUT: " ", DENIT_USER: "" },
+  });
+  assertEquals([empty.code, empty.stderr], [4, ""]);
+  // And an empty flag value is the same as none.
+  const flag = await run([...DENIT, "-s", "--grace", "", "--", "sh", "-c", "exit 5"]);
+  assertEquals([flag.code, flag.stderr], [5, ""]);
+});
 
 Deno.test("--timeout: a child that ends first keeps its own exit code; /status shows the deadline", async () => {
   const port = freePort();
@@ -327,6 +434,17 @@ function fileExists(path: string): boolean {
   } catch {
     return false;
   }
+}
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: --user: a child that arms a parent-death signal is not sent it`, async () => {
+    // prctl(PR_SET_PDEATHSIG) names the thread that spawned the child as its parent: denit
+    // keeps that thread until the child ends (before, it ended at once: exit 143).
+    const script = "echo armed; sleep 1; echo alive";
+    const argv = ["--user", "nobody", "--", "setpriv", "--pdeathsig", "TERM", "sh", "-c", script];
+    const result = await run(denitArgv(mode, argv), { timeoutMs: 10_000 });
+    assertEquals([result.code, result.stdout], [0, "armed\nalive\n"], result.stderr);
+  });
 }
 
 Deno.test("--user 1001:123 (ARC's runner) works with numbers that have no entries", async () => {

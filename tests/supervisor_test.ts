@@ -45,6 +45,7 @@ const EXITED: State = {
   status: { kind: "exited", code: 4 },
   exitCode: 4,
   phase: "terminating",
+  stopped: false,
 };
 const DELAY: Policy = { ...POLICY, shutdownDelayMs: 2000 };
 const DRAINING: State = {
@@ -63,6 +64,7 @@ const WAITING: Extract<State, { name: "exited" }> = {
   status: { kind: "exited", code: 4 },
   exitCode: 4,
   phase: "waiting",
+  stopped: false,
 };
 const signal = (signo: number): Event => ({ type: "signal-received", signo });
 const forward = (signo: number, received: number): Effect => ({
@@ -131,6 +133,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
       status: { kind: "signaled", signo: 9, coreDumped: false },
       exitCode: 137,
       phase: "killing",
+      stopped: true,
     },
     [
       { type: "signal-leftovers", signo: 9 },
@@ -153,7 +156,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     RUNNING,
     { type: "child-lost" },
     POLICY,
-    { name: "exited", pid: 10, status: null, exitCode: 125, phase: "killing" },
+    { name: "exited", pid: 10, status: null, exitCode: 125, phase: "killing", stopped: false },
     [{ type: "cancel-timer", timer: "grace" }, { type: "finish", exitCode: 125, outcome: "lost" }],
   ],
   [
@@ -185,7 +188,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     STOPPING,
     { type: "child-exited", status: { kind: "exited", code: 4 }, othersLeft: true },
     POLICY,
-    EXITED,
+    { ...EXITED, stopped: true },
     [
       { type: "signal-leftovers", signo: 15 },
       { type: "start-timer", timer: "kill", ms: 1000 },
@@ -243,8 +246,8 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     { type: "cancel-timer", timer: "grace" },
     { type: "finish", exitCode: 4, outcome: "done" },
   ]],
-  ["signals after exit are dropped", EXITED, signal(15), POLICY, EXITED, [
-    { type: "drop-signal", signo: 15, reason: "child exited" },
+  ["signals after exit are dropped", EXITED, signal(10), POLICY, EXITED, [
+    { type: "drop-signal", signo: 10, reason: "child exited" },
   ]],
   [
     "children-gone while running is ignored",
@@ -280,6 +283,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     STOPPING,
     [
       { type: "cancel-timer", timer: "delay" },
+      forward(3, 15), // the held TERM first (rewritten to QUIT by this policy), then INT
       forward(2, 2),
       { type: "start-timer", timer: "grace", ms: 500 },
     ],
@@ -303,7 +307,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
       othersLeft: false,
     },
     DELAY,
-    { ...EXITED, status: { kind: "exited", code: 0 }, exitCode: 0 },
+    { ...EXITED, status: { kind: "exited", code: 0 }, exitCode: 0, stopped: true },
     [
       { type: "cancel-timer", timer: "delay" },
       { type: "cancel-timer", timer: "grace" },
@@ -334,15 +338,66 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     ],
   ],
   [
-    "without grace the deadline kills at once",
+    "without grace the deadline TERMs, and KILLs after --kill-after",
     RUNNING,
     { type: "deadline-expired" },
-    {
-      ...TIMEOUT,
-      graceMs: null,
-    },
-    { ...FORCED, cause: "timeout" },
-    [{ type: "force-kill", target: -10 }],
+    { ...TIMEOUT, graceMs: null },
+    { ...STOPPING, cause: "timeout" },
+    [
+      { type: "time-out", target: -10, term: true },
+      { type: "start-timer", timer: "grace", ms: 1000 },
+    ],
+  ],
+  [
+    "without grace, a deadline after a stop signal sends no second TERM",
+    STOPPING,
+    { type: "deadline-expired" },
+    { ...TIMEOUT, graceMs: null },
+    { ...STOPPING, cause: "timeout" },
+    [
+      { type: "time-out", target: -10, term: false },
+      { type: "start-timer", timer: "grace", ms: 1000 },
+    ],
+  ],
+  [
+    "a stop signal rewritten to 0 changes nothing: no stop, no grace",
+    RUNNING,
+    signal(15),
+    { ...POLICY, rewrite: new Map([[15, 0]]) },
+    RUNNING,
+    [{ type: "drop-signal", signo: 15, reason: "rewrite" }],
+  ],
+  [
+    "a stop signal while leftovers are stopped starts grace",
+    EXITED,
+    signal(15),
+    POLICY,
+    { ...EXITED, stopped: true },
+    [
+      { type: "drop-signal", signo: 15, reason: "child exited" },
+      { type: "start-timer", timer: "grace", ms: 500 },
+    ],
+  ],
+  [
+    "a second stop signal while leftovers are stopped keeps the grace timer",
+    { ...EXITED, stopped: true },
+    signal(2),
+    POLICY,
+    { ...EXITED, stopped: true },
+    [{ type: "drop-signal", signo: 2, reason: "child exited" }],
+  ],
+  [
+    "a child that ends during the delay leaves leftovers that grace bounds",
+    DRAINING,
+    { type: "child-exited", status: { kind: "exited", code: 0 }, othersLeft: true },
+    DELAY,
+    { ...EXITED, status: { kind: "exited", code: 0 }, exitCode: 0, stopped: true },
+    [
+      { type: "cancel-timer", timer: "delay" },
+      { type: "start-timer", timer: "grace", ms: 500 },
+      { type: "signal-leftovers", signo: 15 },
+      { type: "start-timer", timer: "kill", ms: 1000 },
+    ],
   ],
   [
     "a deadline during a stop keeps its grace timer",
@@ -368,6 +423,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
       ...EXITED,
       status: { kind: "signaled", signo: 15, coreDumped: false },
       exitCode: TIMED_OUT,
+      stopped: true,
     },
     [
       { type: "cancel-timer", timer: "deadline" },
@@ -394,7 +450,16 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
   ["while waiting, a stop signal ends the wait with 128+N and grace", WAITING, signal(15), WAIT, {
     ...WAITING,
     exitCode: 143,
+    stopped: true,
   }, [{ type: "signal-descendants", signo: 3 }, { type: "start-timer", timer: "grace", ms: 500 }]],
+  [
+    "while waiting, a second stop signal is passed on and grace goes on",
+    { ...WAITING, exitCode: 143, stopped: true },
+    signal(2),
+    WAIT,
+    { ...WAITING, exitCode: 143, stopped: true },
+    [{ type: "signal-descendants", signo: 2 }],
+  ],
   [
     "when the descendants are gone, the child's code",
     WAITING,

@@ -126,7 +126,11 @@ export function parseFrom<T>(source: Sourced, parse: (text: string) => T): T {
   }
 }
 
-/** Reads settings: the command line first, its environment twin otherwise. */
+/**
+ * Reads settings: the command line first, its environment twin otherwise. One rule for empty
+ * values: a value that is empty (or blank), given as a flag's value or as a variable, is the
+ * same as one not given at all (`DENIT_GRACE=` and `--grace ""` leave the default).
+ */
 export class Settings {
   readonly #scan: Scan;
   readonly #specs: ReadonlyMap<string, OptionSpec>;
@@ -141,7 +145,8 @@ export class Settings {
   #variable(key: string): Sourced | undefined {
     const variable = this.#specs.get(key)?.env;
     const value = variable === undefined ? undefined : this.#env[variable];
-    return variable === undefined || value === undefined ? undefined : { value, from: variable };
+    if (variable === undefined || value === undefined || value.trim() === "") return undefined;
+    return { value, from: variable };
   }
 
   /** How often a flag was given on the command line. */
@@ -156,9 +161,11 @@ export class Settings {
     return variable !== undefined && parseFrom(variable, parseBoolean);
   }
 
-  /** The last value given, else the variable's value. */
+  /** The last value given, else the variable's value; an empty one counts as not given. */
   last(key: string): Sourced | undefined {
-    return this.#scan.values.get(key)?.at(-1) ?? this.#variable(key);
+    const given = this.#scan.values.get(key)?.at(-1);
+    if (given === undefined) return this.#variable(key);
+    return given.value.trim() === "" ? undefined : given;
   }
 
   /** Every value given; else the variable's value split at commas and blanks. */

@@ -100,13 +100,13 @@ Options:
   -s, --subreaper          adopt orphans when not PID 1                DENIT_SUBREAPER=1
   -p, --pdeathsig SIGNAL   get SIGNAL when denit's parent dies         DENIT_PDEATHSIG=SIGNAL
       --grace DURATION     SIGKILL the child DURATION after a stop     DENIT_GRACE=DURATION
-                           signal (TERM, INT, QUIT); off by default
+                           signal (TERM, INT, QUIT); off by default (0 = off)
       --kill-after DURATION  after the child exits, SIGKILL leftovers  DENIT_KILL_AFTER=DURATION
                            this long after SIGTERM (default 3s, 0 = at once)
       --shutdown-delay DURATION  hold a first TERM/INT this long, not     DENIT_SHUTDOWN_DELAY=DURATION
                            ready meanwhile (load balancers drain first)
       --timeout DURATION   TERM the child at this deadline, then KILL  DENIT_TIMEOUT=DURATION
-                           after --grace (at once without); exit 124
+                           after --grace (or --kill-after); exit 124 (0 = off)
   -u, --user USER[:GROUP]  run the child as this user (names from      DENIT_USER=USER[:GROUP]
                            /etc/passwd and /etc/group, or numbers)
       --ready-when CHECK   /readyz waits for tcp:PORT, http:PORT/PATH, DENIT_READY_WHEN=CHECK
@@ -130,7 +130,9 @@ Options:
   -h, --help               this text
       --version            denit's version
 
-DURATION is a number with ms, s, m or h (a bare number is seconds), at most 24h.
+DURATION is a number with ms, s, m or h (a bare number is seconds), at most 24h;
+0 turns --grace, --timeout and --shutdown-delay off. An empty value (flag or
+variable) is the same as none.
 SIGNAL is a name (TERM, SIGTERM) or a number. Exit status: the child's, 128+N if it
 died of signal N, 124 --timeout passed, 126 not executable, 127 not found, 2 usage
 error, 125 denit failed.`;
@@ -251,6 +253,12 @@ function tiniAliases(env: Readonly<Record<string, string>>) {
   };
 }
 
+/** A duration whose 0 turns its feature off (null). */
+function limit(source: Sourced | undefined): number | null {
+  const ms = source === undefined ? 0 : parseFrom(source, parseDuration);
+  return ms === 0 ? null : ms;
+}
+
 function buildConfig(
   command: readonly string[],
   settings: Settings,
@@ -272,18 +280,16 @@ function buildConfig(
   const logFormat = settings.last("log-format");
   const jobsSocket = settings.last("jobs-socket");
   const jobsSpool = settings.last("jobs-spool");
-  const readyWhen = ready === undefined || ready.value.trim() === ""
-    ? null
-    : parseFrom(ready, parseReadyCheck);
+  const readyWhen = ready === undefined ? null : parseFrom(ready, parseReadyCheck);
   const levelVariable = env.DENIT_LOG_LEVEL;
-  const baseLevel = levelVariable !== undefined
+  const baseLevel = levelVariable !== undefined && levelVariable.trim() !== ""
     ? parseFrom({ value: levelVariable, from: "DENIT_LOG_LEVEL" }, parseLogLevel)
     : tini.level ?? "warn";
   const levelIndex = Math.min(
     LOG_LEVELS.indexOf(baseLevel) + settings.count("verbose"),
     LOG_LEVELS.length - 1,
   );
-  const health = healthAddr !== undefined && healthAddr.value !== ""
+  const health = healthAddr !== undefined
     ? parseFrom(healthAddr, parseListenAddress)
     : settings.flag("health")
     ? DEFAULT_HEALTH
@@ -304,7 +310,7 @@ function buildConfig(
     remapExit: new Set(parseEach(settings.list("remap-exit"), parseExitCode)),
     subreaper: settings.flag("subreaper") || tini.subreaper,
     pdeathsig: pdeathsig === undefined ? null : parseFrom(pdeathsig, parseSignal),
-    graceMs: grace === undefined ? null : parseFrom(grace, parseDuration),
+    graceMs: limit(grace),
     killAfterMs: killAfter === undefined
       ? DEFAULT_KILL_AFTER_MS
       : parseFrom(killAfter, parseDuration),
@@ -313,22 +319,16 @@ function buildConfig(
     fileLimit: fileLimit === undefined
       ? DEFAULT_LIMIT_SETTING
       : parseFrom(fileLimit, parseFileLimit),
-    shutdownDelayMs: delay === undefined ? 0 : parseFrom(delay, parseDuration),
-    timeoutMs: timeout === undefined ? null : parseFrom(timeout, parseDuration),
-    user: user === undefined || user.value.trim() === "" ? null : user.value.trim(),
+    shutdownDelayMs: limit(delay) ?? 0,
+    timeoutMs: limit(timeout),
+    user: user === undefined ? null : user.value.trim(),
     readyWhen,
     waitDescendants: settings.flag("wait-descendants"),
-    terminationLog: terminationLog === undefined || terminationLog.value === ""
-      ? null
-      : terminationLog.value,
+    terminationLog: terminationLog === undefined ? null : terminationLog.value,
     warnReaped: settings.flag("warn-reaped"),
     logFormat: logFormat === undefined ? "text" : parseFrom(logFormat, parseLogFormat),
-    jobsSocket: jobsSocket === undefined || jobsSocket.value === ""
-      ? null
-      : parseFrom(jobsSocket, parseSocketPath),
-    jobsSpool: jobsSpool === undefined || jobsSpool.value === ""
-      ? DEFAULT_JOBS_SPOOL
-      : jobsSpool.value,
+    jobsSocket: jobsSocket === undefined ? null : parseFrom(jobsSocket, parseSocketPath),
+    jobsSpool: jobsSpool === undefined ? DEFAULT_JOBS_SPOOL : jobsSpool.value,
     warnings: Object.freeze(warnings),
   });
 }

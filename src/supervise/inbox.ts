@@ -4,12 +4,35 @@
  * than dropped (as PID 1, a signal without a handler is discarded by the kernel; as a
  * subreaper, SIGTERM at its default would kill denit and orphan the child). Signals that
  * arrive before the supervisor takes the inbox wait in arrival order.
+ *
+ * The order matters. The runtime's first `Deno.addSignalListener`, whatever its signal,
+ * installs its own handler for HUP, INT and TERM at once (deno_signals `init()`); until a JS
+ * listener exists for one of those three, the runtime treats it as unhandled and re-raises it
+ * at its default disposition, which ends a subreaper denit and, as PID 1, left the runtime in
+ * a state that crashed it (SIGSEGV, measured). So TERM, INT and HUP are registered first, back
+ * to back; only then does denit take its name (the handshake a test waits for), and then the
+ * other forwarded signals, each of which stays at its default until its own listener exists.
  */
 
-import { FORWARDED } from "./signals.ts";
+import { FORWARDED, type SignalPolicy } from "./signals.ts";
 
 /** Receives signal numbers in arrival order. */
 export type SignalConsumer = (signo: number) => void;
+
+/** The signals the runtime's first listener arms together, registered before any other. */
+export const FIRST_SIGNALS: readonly string[] = ["SIGTERM", "SIGINT", "SIGHUP"];
+
+/** The forwarded signals in the order their listeners are installed. */
+export function listenOrder(rows: readonly SignalPolicy[] = FORWARDED): SignalPolicy[] {
+  const rank = (row: SignalPolicy) => {
+    const index = FIRST_SIGNALS.indexOf(row.name);
+    return index < 0 ? FIRST_SIGNALS.length : index;
+  };
+  return [...rows].sort((a, b) => rank(a) - rank(b) || a.signo - b.signo);
+}
+
+/** The name `ps` shows for denit, set once TERM, INT and HUP have their listeners. */
+const PROCESS_NAME = "denit";
 
 /** The listeners and what they kept. */
 export class SignalInbox {
@@ -19,13 +42,14 @@ export class SignalInbox {
 
   private constructor() {}
 
-  /** Installs a listener for each forwarded signal. */
+  /** Installs a listener for each forwarded signal: TERM, INT and HUP first. */
   static open(): SignalInbox {
     const inbox = new SignalInbox();
-    for (const row of FORWARDED) {
+    for (const row of listenOrder()) {
       const listener = () => inbox.#receive(row.signo);
       Deno.addSignalListener(row.name, listener);
       inbox.#listeners.push([row.name, listener]);
+      if (inbox.#listeners.length === FIRST_SIGNALS.length) nameProcess();
     }
     return inbox;
   }
@@ -52,5 +76,18 @@ export class SignalInbox {
   close(): void {
     for (const [name, listener] of this.#listeners) Deno.removeSignalListener(name, listener);
     this.#listeners.length = 0;
+  }
+}
+
+/**
+ * The main thread's name (what ps and top show): "denit", not the runtime's "deno". Written to
+ * /proc/self/comm, which needs no C library; it also tells an observer that a stop signal sent
+ * from now on is kept.
+ */
+function nameProcess(): void {
+  try {
+    Deno.writeTextFileSync("/proc/self/comm", PROCESS_NAME);
+  } catch {
+    // No /proc mounted: ps shows the runtime's name, and nothing else depends on it.
   }
 }

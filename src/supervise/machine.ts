@@ -73,6 +73,8 @@ export type State =
     readonly status: ExitStatus | null;
     readonly exitCode: number;
     readonly phase: CleanupPhase;
+    /** A stop is under way: its grace timer runs (a later stop signal does not restart it). */
+    readonly stopped: boolean;
   };
 
 /** Something that happened. */
@@ -164,7 +166,21 @@ function graceTimer(policy: Policy): Effect[] {
     : [{ type: "start-timer", timer: "grace", ms: policy.graceMs }];
 }
 
-function send(state: Live, received: number, policy: Policy): Effect | null {
+/**
+ * The time between a deadline's SIGTERM and its SIGKILL: `--grace`, else `--kill-after` (the
+ * time denit gives any process between the two signals when nothing else says).
+ */
+export function deadlineGraceMs(policy: Policy): number {
+  return policy.graceMs ?? policy.killAfterMs;
+}
+
+function deadlineTimer(policy: Policy): Effect {
+  return { type: "start-timer", timer: "grace", ms: deadlineGraceMs(policy) };
+}
+
+type Forward = Extract<Effect, { type: "forward-signal" }>;
+
+function send(state: Live, received: number, policy: Policy): Forward | null {
   const signo = policy.rewrite.get(received) ?? received;
   if (signo === 0) return null;
   return { type: "forward-signal", signo, target: state.target, received };
@@ -172,14 +188,26 @@ function send(state: Live, received: number, policy: Policy): Effect | null {
 
 function forward(state: Live, received: number, policy: Policy): Step {
   const effect = send(state, received, policy);
-  const drop: Effect = { type: "drop-signal", signo: received, reason: "rewrite" };
+  // Rewritten to 0: dropped, and nothing else changes (no stop, no grace, still ready).
+  if (effect === null) {
+    return stay(state, { type: "drop-signal", signo: received, reason: "rewrite" });
+  }
   const stop = STOP_SIGNALS.has(received);
   if (state.name === "stopping" && state.draining !== null && stop) {
-    // A second stop signal during the shutdown delay goes through at once.
+    // A second stop signal during the shutdown delay goes through at once, after the one
+    // that was held (the child gets both, in the order they came; one, if they are the same).
+    const held = send(state, state.draining, policy);
     const next = stopping(state, { draining: null });
-    return stay(next, ...cancelTimers(policy, "delay"), effect ?? drop, ...graceTimer(policy));
+    const both = held !== null && held.signo !== effect.signo;
+    return stay(
+      next,
+      ...cancelTimers(policy, "delay"),
+      ...(both && held !== null ? [held] : []),
+      effect,
+      ...graceTimer(policy),
+    );
   }
-  if (state.name === "stopping" || !stop) return stay(state, effect ?? drop);
+  if (state.name === "stopping" || !stop) return stay(state, effect);
   if (policy.shutdownDelayMs > 0 && DELAYED.has(received)) {
     // Readiness fails at once (the state is stopping); the child hears of it after the delay.
     return stay(
@@ -188,7 +216,7 @@ function forward(state: Live, received: number, policy: Policy): Step {
       { type: "start-timer", timer: "delay", ms: policy.shutdownDelayMs },
     );
   }
-  return stay(stopping(state, {}), effect ?? drop, ...graceTimer(policy));
+  return stay(stopping(state, {}), effect, ...graceTimer(policy));
 }
 
 function childExited(
@@ -198,14 +226,21 @@ function childExited(
 ): Step {
   const timedOut = state.name === "stopping" && state.cause === "timeout";
   const exitCode = timedOut ? TIMED_OUT : exitCodeFor(event.status, policy.remapExit);
+  // A child that ends during the shutdown delay leaves a stop under way whose grace timer
+  // never started: it starts now, so that the stop budget bounds the leftovers too.
+  const draining = state.name === "stopping" && state.draining !== null;
   const exited: Exited = {
     name: "exited",
     pid: state.pid,
     status: event.status,
     exitCode,
     phase: "terminating",
+    stopped: state.name === "stopping",
   };
-  const timers = cancelTimers(policy, "delay", "deadline");
+  const timers = [
+    ...cancelTimers(policy, "delay", "deadline"),
+    ...(draining && event.othersLeft ? graceTimer(policy) : []),
+  ];
   if (!event.othersLeft) {
     return stay(exited, ...timers, { type: "cancel-timer", timer: "grace" }, {
       type: "finish",
@@ -240,22 +275,19 @@ function killing(state: Exited, before: readonly Effect[] = []): Step {
 
 function deadline(state: Live, policy: Policy): Step {
   if (state.name === "stopping" && state.forced) return stay(state);
-  const cancel = cancelTimers(policy, "delay");
-  if (policy.graceMs === null) {
-    // No grace: the deadline is a hard limit, SIGKILL now (force-kill's line names the cause).
-    const next = stopping(state, { draining: null, cause: "timeout", forced: true });
-    return stay(next, ...cancel, { type: "force-kill", target: state.target });
-  }
   const next = stopping(state, { draining: null, cause: "timeout" });
-  if (state.name === "stopping" && state.draining === null) {
-    // A stop signal already went through and its grace timer runs: that one ends it.
+  // A stop signal already reached the child: no second SIGTERM.
+  const sent = state.name === "stopping" && state.draining === null;
+  // Its grace timer runs already: that one ends it.
+  if (sent && policy.graceMs !== null) {
     return stay(next, { type: "time-out", target: state.target, term: false });
   }
+  // SIGTERM now, SIGKILL after the grace (--grace, else --kill-after).
   return stay(
     next,
-    ...cancel,
-    { type: "time-out", target: state.target, term: true },
-    ...graceTimer(policy),
+    ...cancelTimers(policy, "delay"),
+    { type: "time-out", target: state.target, term: !sent },
+    deadlineTimer(policy),
   );
 }
 
@@ -284,6 +316,7 @@ function live(state: Live, event: Event, policy: Policy): Step {
           status: null,
           exitCode: ExitCode.INTERNAL,
           phase: "killing",
+          stopped: state.name === "stopping",
         },
         { type: "cancel-timer", timer: "grace" },
         ...cancelTimers(policy, "delay", "deadline"),
@@ -313,15 +346,22 @@ function waiting(state: Exited, event: Event, policy: Policy): Step {
       if (signo === 0) {
         return stay(state, { type: "drop-signal", signo: event.signo, reason: "rewrite" });
       }
-      if (!STOP_SIGNALS.has(event.signo)) return stay(state, { type: "signal-descendants", signo });
-      // A stop signal ends the wait: the descendants get it, and SIGKILL after --grace.
-      const stopped: Exited = { ...state, exitCode: ExitCode.SIGNAL_BASE + event.signo };
+      if (!STOP_SIGNALS.has(event.signo) || state.stopped) {
+        return stay(state, { type: "signal-descendants", signo });
+      }
+      // A first stop signal ends the wait: the descendants get it, and SIGKILL after --grace
+      // (a later one is passed on, and the grace period goes on as it was).
+      const stopped: Exited = {
+        ...state,
+        exitCode: ExitCode.SIGNAL_BASE + event.signo,
+        stopped: true,
+      };
       return stay(stopped, { type: "signal-descendants", signo }, ...graceTimer(policy));
     }
     case "deadline-expired": {
-      const timedOut: Exited = { ...state, exitCode: TIMED_OUT };
-      if (policy.graceMs === null) return killing(timedOut);
-      return stay(timedOut, { type: "signal-descendants", signo: SIGTERM }, ...graceTimer(policy));
+      if (state.stopped && policy.graceMs !== null) return stay({ ...state, exitCode: TIMED_OUT });
+      const timedOut: Exited = { ...state, exitCode: TIMED_OUT, stopped: true };
+      return stay(timedOut, { type: "signal-descendants", signo: SIGTERM }, deadlineTimer(policy));
     }
     case "grace-expired":
       return killing(state);
@@ -362,8 +402,15 @@ function exited(state: Exited, event: Event, policy: Policy): Step {
       const signo = state.phase === "terminating" ? SIGTERM : SIGKILL;
       return stay(state, { type: "signal-leftovers", signo });
     }
-    case "signal-received":
-      return stay(state, { type: "drop-signal", signo: event.signo, reason: "child exited" });
+    case "signal-received": {
+      const drop: Effect = { type: "drop-signal", signo: event.signo, reason: "child exited" };
+      // A first stop signal while leftovers are stopped bounds them by --grace from now.
+      if (!STOP_SIGNALS.has(event.signo) || state.stopped || state.phase !== "terminating") {
+        return stay(state, drop);
+      }
+      if ((policy.rewrite.get(event.signo) ?? event.signo) === 0) return stay(state, drop);
+      return stay({ ...state, stopped: true }, drop, ...graceTimer(policy));
+    }
     default:
       return stay(state);
   }

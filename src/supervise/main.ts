@@ -15,7 +15,7 @@ import { asksForInspector, undoRuntimeEnvironment } from "../common/runtime.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { SignalInbox } from "./inbox.ts";
-import type { Supervisor } from "./supervisor.ts";
+import type { FaultPoint, Supervisor } from "./supervisor.ts";
 import type { RunAs } from "./user.ts";
 
 /** An observer started before the child: it gets every snapshot, and is closed at exit. */
@@ -41,6 +41,8 @@ export interface SuperviseContext {
   readonly loadHealth: () => Promise<HealthStarter>;
   /** Loads the job service's code (only when --jobs-socket asks for it). */
   readonly loadJobs: () => Promise<JobsStarter>;
+  /** A test fixture's fault injector (see SupervisorOptions); denit's entry passes none. */
+  readonly trap?: (point: FaultPoint) => void;
 }
 
 function describe(err: unknown): string {
@@ -112,7 +114,10 @@ export async function superviseMain(
     return ExitCode.INTERNAL;
   }
   const publish = health === null ? null : (snapshot: Snapshot) => health?.publish(snapshot);
-  const supervisor = new supervisorModule.Supervisor(config, log, context.inbox, publish);
+  const supervisor = new supervisorModule.Supervisor(config, log, context.inbox, {
+    publish,
+    ...(context.trap === undefined ? {} : { trap: context.trap }),
+  });
   let jobs: JobsChannel | null = null;
   try {
     // Listening before the child starts, as the health endpoint: a bad socket fails first.
@@ -193,6 +198,27 @@ async function startHealth(
   return server;
 }
 
+/**
+ * Once the child runs, nothing may end denit but the child's end: an error thrown where no
+ * one catches it (a callback, a message handler) and a rejection nobody awaits are each one
+ * error line, and the process goes on.
+ */
+function keepGoing(log: Logger): void {
+  const line = (what: string, reason: unknown) =>
+    (reason instanceof Error ? `${reason.name}: ${reason.message}` : String(reason))
+      .split("\n")[0] ?? what;
+  globalThis.addEventListener("error", (event) => {
+    event.preventDefault();
+    log.error("an uncaught error; denit goes on", { error: line("error", event.error) });
+  });
+  globalThis.addEventListener("unhandledrejection", (event) => {
+    event.preventDefault();
+    log.error("a rejection nobody handled; denit goes on", {
+      error: line("rejection", event.reason),
+    });
+  });
+}
+
 async function supervise(
   config: Config,
   supervisor: Supervisor,
@@ -202,6 +228,8 @@ async function supervise(
   // As gosu and su-exec do: the child's HOME is the user's (when passwd names one).
   if (runAs !== null && runAs.home !== null) Deno.env.set("HOME", runAs.home);
   let failure: { code: number; message: string } | null = null;
+  // From here on a throw nobody catches must not end denit: the child may be running.
+  keepGoing(log);
   try {
     // Deno refuses arguments that are not valid UTF-8 before denit runs, so every argument
     // here is exact text, and its UTF-8 encoding is the exact bytes it came in as.

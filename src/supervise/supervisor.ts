@@ -16,12 +16,12 @@ import {
   errnoMessage,
   type ExitStatus,
   fileLimit,
+  hasTerminated,
   ignoreSignal,
   isControllingTerminal,
   resetIfIgnored,
   sendSignal,
   setParentDeathSignal,
-  setThreadName,
   spawn,
   type SpawnRequest,
   type SpawnResult,
@@ -31,6 +31,7 @@ import { execFailure, type Executable, resolveCommand, shellFallback } from "./c
 import type { SignalInbox } from "./inbox.ts";
 import { descendants, describeProcess, formatProcesses, otherProcesses } from "./leftovers.ts";
 import {
+  deadlineGraceMs,
   type Effect,
   type Event,
   INITIAL_STATE,
@@ -91,6 +92,28 @@ const TIMER_EVENTS = {
   deadline: "deadline-expired",
 } as const satisfies Record<TimerName, Event["type"]>;
 
+/**
+ * The places where work runs after the child started: a throw in any of them is logged and
+ * denit goes on (only the child's end ends denit).
+ */
+export type FaultPoint = "signal" | "timer" | "publish" | "reap" | "zombie-scan";
+
+/** What the supervisor is handed besides its configuration. */
+export interface SupervisorOptions {
+  /** The health endpoint's view, told of every change (absent: nobody looks). */
+  readonly publish?: ((snapshot: Snapshot) => void) | null;
+  /**
+   * Called as each FaultPoint's work starts; a test's fixture throws from it to prove that
+   * nothing after the spawn can end denit. denit itself passes none.
+   */
+  readonly trap?: (point: FaultPoint) => void;
+}
+
+/** An error, as one line for a log field. */
+function describeError(err: unknown): string {
+  return (err instanceof Error ? `${err.name}: ${err.message}` : String(err)).split("\n")[0] ?? "";
+}
+
 /** Runs one child under supervision. */
 export class Supervisor {
   readonly #config: Config;
@@ -99,6 +122,7 @@ export class Supervisor {
   readonly #inbox: SignalInbox;
   /** The health endpoint's view, told of every change (null: nobody looks). */
   readonly #publish: ((snapshot: Snapshot) => void) | null;
+  readonly #trap: ((point: FaultPoint) => void) | null;
   readonly #done = Promise.withResolvers<number>();
   readonly #timers = new Map<TimerName, ReturnType<typeof setTimeout>>();
   readonly #forwarded = new Map<string, number>();
@@ -129,18 +153,17 @@ export class Supervisor {
   #jobs: JobHost | null = null;
   #jobCounts: JobCounts | null = null;
   #lastSweepMs = -Infinity;
+  /** `--user`: the thread that spawned the child, kept until the child ended. */
+  #spawner: Spawner | null = null;
   #sweepTimer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(
-    config: Config,
-    log: Logger,
-    inbox: SignalInbox,
-    publish: ((snapshot: Snapshot) => void) | null = null,
-  ) {
+  constructor(config: Config, log: Logger, inbox: SignalInbox, options: SupervisorOptions = {}) {
     this.#config = config;
     this.#log = log;
     this.#inbox = inbox;
+    const publish = options.publish ?? null;
     this.#publish = publish;
+    this.#trap = options.trap ?? null;
     this.#reapedLog = config.warnReaped ? new ReapedLog(log) : null;
     publish?.(this.snapshot());
     this.#policy = {
@@ -195,7 +218,9 @@ export class Supervisor {
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
     this.#memory = findMemoryCgroup();
     this.#oomKillsAtStart = this.#memory === null ? null : readOomKills(this.#memory);
-    this.#inbox.take((signo) => this.#dispatch({ type: "signal-received", signo }));
+    this.#inbox.take((signo) =>
+      this.#guard("signal", () => this.#dispatch({ type: "signal-received", signo }))
+    );
     const spawner = runAs === null ? null : new (await import("./spawner.ts")).Spawner();
     try {
       let result = await this.#spawn(command, spawner, runAs);
@@ -205,9 +230,12 @@ export class Supervisor {
         if (fallback !== null) result = await this.#spawn(fallback, spawner, runAs);
       }
       if (result.kind === "failed") throw execFailure(name, command.path, result.errno);
+      // The child's "parent" for prctl(PR_SET_PDEATHSIG) is the thread that spawned it: that
+      // thread lives as long as the child does, or a child that arms the signal would get it.
+      this.#spawner = spawner;
       this.#started(result.pid, runAs);
     } finally {
-      spawner?.close();
+      if (this.#spawner === null) spawner?.close();
     }
   }
 
@@ -232,13 +260,33 @@ export class Supervisor {
   attachJobs(host: JobHost): void {
     this.#jobs = host;
     this.#jobCounts = { running: 0, started: 0, succeeded: 0, failed: 0, cancelled: 0 };
-    this.#publish?.(this.snapshot());
+    this.#share();
   }
 
   /** The job service's latest counts, for /status and /metrics. */
   setJobCounts(counts: JobCounts): void {
     this.#jobCounts = counts;
-    this.#publish?.(this.snapshot());
+    this.#share();
+  }
+
+  /**
+   * Runs work that an event started once the child runs (a signal, a timer, a publish): a throw
+   * is one error line, and denit goes on reaping and forwarding (catatonit's "no longer allowed
+   * to bail()"). The loops catch per round; anything else is caught by superviseMain's
+   * process-wide listeners.
+   */
+  #guard(point: FaultPoint, work: () => void): void {
+    try {
+      this.#trap?.(point);
+      work();
+    } catch (err: unknown) {
+      this.#log.error(`${point} failed; denit goes on`, { error: describeError(err) });
+    }
+  }
+
+  /** Tells the health endpoint (when there is one) of a change. */
+  #share(): void {
+    if (this.#publish !== null) this.#guard("publish", () => this.#publish?.(this.snapshot()));
   }
 
   /** Resolves with denit's exit code once the child and its leftovers are gone. */
@@ -248,8 +296,6 @@ export class Supervisor {
 
   #prepareProcess(): void {
     const { pdeathsig, subreaper } = this.#config;
-    // ps and top show the main thread's name: "denit", not the runtime's "deno".
-    setThreadName("denit");
     if (pdeathsig !== null) {
       const result = setParentDeathSignal(pdeathsig);
       if (!result.ok) this.#log.warn("cannot set parent-death signal", { errno: result.errno });
@@ -295,7 +341,13 @@ export class Supervisor {
   async #zombieLoop(): Promise<void> {
     while (!this.#finished) {
       await quietDelay(ZOMBIE_SCAN_MS);
-      await this.#scanZombies();
+      try {
+        this.#trap?.("zombie-scan");
+        await this.#scanZombies();
+      } catch (err: unknown) {
+        // The count stays as it was; the next scan tries again.
+        this.#log.error("zombie-scan failed; denit goes on", { error: describeError(err) });
+      }
     }
   }
 
@@ -306,7 +358,7 @@ export class Supervisor {
     if (this.#finished) return;
     const changed = report.total !== this.#zombies.total;
     this.#zombies = report;
-    if (changed) this.#publish?.(this.snapshot());
+    if (changed) this.#share();
     const now = Date.now();
     if (report.total === 0 || now - this.#zombieWarnedAtMs < ZOMBIE_WARN_EVERY_MS) return;
     this.#zombieWarnedAtMs = now;
@@ -316,35 +368,36 @@ export class Supervisor {
   async #reapLoop(childPid: number): Promise<void> {
     const others: Reaped[] | null = this.#reapedLog === null && this.#jobs === null ? null : [];
     while (!this.#finished) {
-      let round: ReapRound;
       try {
+        this.#trap?.("reap");
         if (others !== null) others.length = 0;
-        round = await reapRound(childPid, REAP_BATCH, others);
+        const round: ReapRound = await reapRound(childPid, REAP_BATCH, others);
+        for (const { pid, status } of others ?? []) {
+          // A job is not an orphan: -w reports only what nobody else waited for.
+          if (this.#jobs?.reaped(pid, status) !== true) this.#reapedLog?.reaped(pid, status);
+        }
+        if (round.reaped > 0) this.#jobs?.afterRound();
+        this.#afterRound(round);
       } catch (err: unknown) {
         // A PID 1 never bails: say so, wait a moment, and wait for children again.
-        this.#log.error("reaping failed; retrying", { error: String(err) });
+        this.#log.error("reap failed; denit goes on", { error: describeError(err) });
         await new Promise((resolve) => setTimeout(resolve, REAP_RETRY_MS));
-        continue;
       }
-      for (const { pid, status } of others ?? []) {
-        // A job is not an orphan: -w reports only what nobody else waited for.
-        if (this.#jobs?.reaped(pid, status) !== true) this.#reapedLog?.reaped(pid, status);
-      }
-      if (round.reaped > 0) this.#jobs?.afterRound();
-      this.#afterRound(round);
     }
   }
 
   #afterRound(round: ReapRound): void {
     this.#reaped += round.reaped;
     if (round.reaped > 0 && round.child === null && this.#state.name !== "exited") {
-      this.#publish?.(this.snapshot()); // orphans reaped: the count changed, no event did
+      this.#share(); // orphans reaped: the count changed, no event did
     }
     if (round.reaped > 0 && this.#log.enabled("debug")) {
       this.#log.debug("reaped", { count: round.reaped, child: round.child !== null });
     }
     if (round.errno !== 0) this.#log.warn("waitpid failed", { errno: round.errno });
     if (round.child !== null) {
+      this.#spawner?.close();
+      this.#spawner = null;
       this.#exitedAtMs = Date.now();
       this.#explain(round.child);
       this.#dispatch({ type: "child-exited", status: round.child, othersLeft: !round.noChildren });
@@ -408,10 +461,10 @@ export class Supervisor {
         this.#perform(effect);
       } catch (err: unknown) {
         // Never out of the loop once the child runs: the next event tries again.
-        this.#log.error(`cannot ${effect.type}`, { error: String(err) });
+        this.#log.error(`cannot ${effect.type}`, { error: describeError(err) });
       }
     }
-    this.#publish?.(this.snapshot());
+    this.#share();
   }
 
   #perform(effect: Effect): void {
@@ -480,16 +533,35 @@ export class Supervisor {
       name,
       setTimeout(() => {
         this.#timers.delete(name);
-        this.#dispatch(event);
+        this.#guard("timer", () => {
+          if (this.#childAlreadyEnded(name)) return;
+          this.#dispatch(event);
+        });
       }, ms),
     );
   }
 
+  /**
+   * A deadline or grace timer that fires after the child ended but before its status was
+   * reaped is dropped: the reaper brings the status at once, and the child's own end decides
+   * the exit code (not 124, not a SIGKILL to a process that is gone).
+   */
+  #childAlreadyEnded(name: TimerName): boolean {
+    const state = this.#state;
+    if (name !== "deadline" && name !== "grace") return false;
+    if (state.name !== "running" && state.name !== "stopping") return false;
+    if (!hasTerminated(state.pid)) return false;
+    this.#log.debug(`the ${name} timer ran out after the child ended; its status decides`);
+    return true;
+  }
+
   #timeOut(target: number, term: boolean): void {
     const limit = formatDuration(this.#config.timeoutMs ?? 0);
-    const grace = formatDuration(this.#config.graceMs ?? 0);
+    const grace = formatDuration(deadlineGraceMs(this.#policy));
     const then = term
       ? `SIGTERM, SIGKILL after ${grace}`
+      : this.#config.graceMs === null
+      ? `already stopping, SIGKILL after ${grace}`
       : `already stopping, SIGKILL when --grace ends`;
     this.#log.warn(`deadline of ${limit} passed (--timeout): ${then}; exit code 124`, { target });
     if (term) this.#forward(SIGTERM, target, SIGTERM);
@@ -519,10 +591,13 @@ export class Supervisor {
     const first = victims.filter((p) => p.pid === child);
     const named = [...first, ...victims.filter((p) => p.pid !== child)];
     const { graceMs, timeoutMs } = this.#config;
+    const timedOut = this.#state.name === "stopping" && this.#state.cause === "timeout";
     const why = graceMs === null
-      ? `deadline of ${formatDuration(timeoutMs ?? 0)} passed (--timeout), no --grace`
+      ? `still running ${formatDuration(deadlineGraceMs(this.#policy))} after the deadline of ${
+        formatDuration(timeoutMs ?? 0)
+      } (--timeout)`
       : `grace period of ${formatDuration(graceMs)} expired`;
-    const code = graceMs === null ? "; exit code 124" : "";
+    const code = timedOut ? "; exit code 124" : "";
     this.#log.warn(`${why}: SIGKILL to ${formatProcesses(named)}${code}`);
     this.#forcedKill = true;
     this.#forward(SIGKILL, target, SIGKILL);
@@ -537,9 +612,11 @@ export class Supervisor {
     if (now - this.#lastSweepMs < SWEEP_INTERVAL_MS) {
       this.#sweepTimer ??= setTimeout(() => {
         this.#sweepTimer = null;
-        if (this.#state.name === "exited" && !this.#finished) {
-          this.#sweep(this.#state.phase === "terminating" ? SIGTERM : SIGKILL);
-        }
+        this.#guard("timer", () => {
+          if (this.#state.name === "exited" && !this.#finished) {
+            this.#sweep(this.#state.phase === "terminating" ? SIGTERM : SIGKILL);
+          }
+        });
       }, SWEEP_INTERVAL_MS);
       return;
     }
@@ -601,6 +678,7 @@ export class Supervisor {
       );
     }
     this.#finished = true;
+    this.#spawner?.close();
     this.#reapedLog?.close();
     for (const name of [...this.#timers.keys()]) this.#cancelTimer(name);
     if (this.#sweepTimer !== null) clearTimeout(this.#sweepTimer);

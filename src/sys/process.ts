@@ -25,11 +25,11 @@ const WNOHANG = 1; // sys/wait.h
 const WEXITED = 4; // sys/wait.h
 const WNOWAIT = 0x01000000; // sys/wait.h
 const P_ALL = 0; // sys/wait.h idtype_t
+const P_PID = 1; // sys/wait.h idtype_t
 const POSIX_SPAWN_SETPGROUP = 0x02; // spawn.h
 const POSIX_SPAWN_SETSIGDEF = 0x04; // spawn.h
 const POSIX_SPAWN_SETSIGMASK = 0x08; // spawn.h
 const PR_SET_PDEATHSIG = 1; // linux/prctl.h
-const PR_SET_NAME = 15; // linux/prctl.h
 const PR_SET_CHILD_SUBREAPER = 36; // linux/prctl.h
 const SIG_DFL = 0n; // bits/signum-generic.h: ((__sighandler_t) 0)
 const SIG_IGN = 1n; // bits/signum-generic.h: ((__sighandler_t) 1)
@@ -118,6 +118,20 @@ export async function waitForExited(): Promise<Waited> {
   return errno() === Errno.ECHILD ? "no-children" : "interrupted";
 }
 
+const peekInfo = new Uint8Array(SIGINFO.bytes);
+
+/**
+ * True when this child has terminated and waits to be reaped: waitid(P_PID, pid, WEXITED |
+ * WNOWAIT | WNOHANG), which reaps nothing. A timer that fires in the moment between the
+ * child's end and its reaping must not act on a child that is gone (its status decides).
+ */
+export function hasTerminated(pid: number): boolean {
+  peekInfo.fill(0);
+  if (libc.waitid(P_PID, pid, peekInfo, WEXITED | WNOWAIT | WNOHANG) !== 0) return false;
+  // waitid(2) with WNOHANG: si_pid stays 0 when the child has not changed state.
+  return new DataView(peekInfo.buffer).getInt32(SIGINFO.pid, true) !== 0;
+}
+
 /** kill(2): pid > 0 one process, pid < -1 a process group, -1 every process we may signal. */
 export function sendSignal(pid: number, signo: number): CallResult {
   return checked(libc.kill(pid, signo));
@@ -131,15 +145,6 @@ export function becomeSubreaper(): CallResult {
 /** prctl(PR_SET_PDEATHSIG, signo): get signo when the parent that started us dies. */
 export function setParentDeathSignal(signo: number): CallResult {
   return checked(libc.prctl(PR_SET_PDEATHSIG, BigInt(signo), 0n, 0n, 0n));
-}
-
-/** prctl(PR_SET_NAME): the calling thread's name (the process's name in ps when it is main). */
-export function setThreadName(name: string): CallResult {
-  const bytes = cString(name.slice(0, 15));
-  const address = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(bytes)));
-  const result = checked(libc.prctl(PR_SET_NAME, address, 0n, 0n, 0n));
-  void bytes; // referenced until after the call
-  return result;
 }
 
 /** A signal's disposition before a change: what the process inherited. */
