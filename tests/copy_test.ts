@@ -5,6 +5,7 @@ import {
   CAN_UNSHARE,
   DENIT,
   DENIT_SHELL,
+  denitForAnyUser,
   names,
   run,
   Running,
@@ -469,7 +470,10 @@ Deno.test({
       await Deno.chmod(`${dir}/src/.config/deep/er/settings`, 0o600); // root's, unreadable to 65534
       await Deno.mkdir(`${dir}/out`, { mode: 0o777 });
       await Deno.chmod(`${dir}/out`, 0o777);
-      const asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", ...DENIT];
+      const asNobody = [
+        ...["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+        ...await denitForAnyUser(dir),
+      ];
       const unreadable = await run([...asNobody, "copy", `${dir}/src/.`, `${dir}/out/dest`]);
       assertEquals(unreadable.code, 1, unreadable.stderr);
       assertEquals(
@@ -667,7 +671,10 @@ Deno.test({
       await Deno.chmod(dir, 0o755);
       await Deno.mkdir(`${dir}/out`, { mode: 0o777 });
       await Deno.chmod(`${dir}/out`, 0o777);
-      const asNobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", ...DENIT];
+      const asNobody = [
+        ...["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+        ...await denitForAnyUser(dir),
+      ];
       const denied = await run([...asNobody, "copy", `${dir}/src/.`, `${dir}/out/dest`]);
       assertEquals(denied.code, 0, denied.stderr);
       assertMatch(

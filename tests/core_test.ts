@@ -279,3 +279,37 @@ Deno.test("ps and top show denit, not the runtime's name", async () => {
     await proc.stop();
   }
 });
+
+Deno.test("messages a newcomer meets: CRLF, a star no shell expanded, a typo, an option as command", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/crlf.sh`, "#!/bin/sh\r\necho hi\r\n", { mode: 0o755 });
+    const crlf = await run([...DENIT, "-s", `${dir}/crlf.sh`]);
+    assertEquals(crlf.code, 127);
+    assertMatch(crlf.stderr, /its #! line ends with a carriage return \(Windows line ends, CRLF\)/);
+    const star = await run([...DENIT, "copy", `${dir}/src/*`, `${dir}/dst`]);
+    assertEquals(star.code, 1);
+    assertMatch(
+      star.stderr,
+      /no such file or directory; no shell expanded "\*" here: to copy the contents of a directory, give ".*\/src\/\."\n$/,
+    );
+    const typo = await run([...DENIT, "--grce", "1s", "true"]);
+    assertEquals(typo.code, 2);
+    assertMatch(typo.stderr, /^denit: Unknown option "--grce"; did you mean --grace\?\n/);
+    // docker run IMAGE --grace 1s cmd, under ENTRYPOINT ["/denit", "--"].
+    const asCommand = await run([...DENIT, "-s", "--", "--grace", "1s", "true"]);
+    assertEquals(asCommand.code, 127);
+    assertMatch(
+      asCommand.stderr,
+      /Cannot start "--grace": command not found; it is an option of denit's: put options before "--", or set DENIT_GRACE in the environment/,
+    );
+    const socket = await run([...DENIT, "-s", "--", "true"], { env: { DENIT_JOBS_SOCKET: "1" } });
+    assertEquals(socket.code, 2);
+    assertMatch(
+      socket.stderr,
+      /^denit: Invalid socket path "1": use an absolute path.*DENIT_JOBS_SOCKET/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -269,3 +269,52 @@ Deno.test("a flood of 600 idle connections: fds stay bounded and probes still an
     await proc.stop();
   }
 });
+
+Deno.test("/healthz turns 503 while the supervisor's loop stalls, and 200 once it turns", async () => {
+  // denit's stderr is a pipe this test leaves unread until the end; the child fills it, so
+  // denit's next log line (-v: one per forwarded signal) blocks its main thread in write(2).
+  // The endpoint's own thread goes on answering, and must say that the loop stopped turning.
+  const port = freePort();
+  const script = "echo ready; head -c 200000 /dev/zero >&2 & exec sleep 60";
+  const proc = new Deno.Command(DENIT[0] ?? "", {
+    args: [...DENIT.slice(1), "-s", "-v", "--health-addr", `127.0.0.1:${port}`, "--", "sh", "-c"]
+      .concat(script),
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const healthz = async () => (await get(port, "/healthz")).status;
+  try {
+    const reader = proc.stdout.getReader();
+    await reader.read(); // "ready"
+    reader.releaseLock();
+    const stalledBy = Date.now() + 12_000;
+    let code = await healthz();
+    assertEquals(code, 200);
+    while (code === 200 && Date.now() < stalledBy) {
+      proc.kill("SIGWINCH"); // forwarded (sleep ignores it), and logged: the write blocks
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      code = await healthz();
+    }
+    assertEquals(code, 503, "the loop stalled, yet /healthz said ok");
+    assertMatch((await get(port, "/healthz")).body, /has not turned for 5 s/);
+    // Drained, the log line goes out and the loop turns again.
+    const drained = proc.stderr.pipeTo(new WritableStream());
+    const recoveredBy = Date.now() + 5000;
+    while (await healthz() !== 200) {
+      assertOk(Date.now() < recoveredBy, "the loop never turned again");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    proc.kill("SIGTERM");
+    assertEquals((await proc.status).code, 143);
+    await drained;
+  } finally {
+    try {
+      proc.kill("SIGKILL");
+    } catch {
+      // Ended already.
+    }
+    await proc.status;
+    await proc.stdout.cancel().catch(() => {/* read or closed already */});
+  }
+});

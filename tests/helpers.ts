@@ -19,6 +19,31 @@ export const DENIT: readonly string[] = (() => {
   const permissions = Deno.readTextFileSync(`${ROOT}bin/permissions`).trim().split(/\s+/);
   return [DENO, "run", "--quiet", "--no-config", "--no-lock", ...permissions, bundle];
 })();
+/**
+ * denit as any user can run it, for tests that drop to another user: a checkout cloned under a
+ * private directory (a home, a `mktemp -d`: mode 0700) keeps the runtime and the bundle from
+ * everyone else. The runtime and the bundle (or DENIT_EXE) are copied into `dir`, which the
+ * caller made readable by all and removes.
+ */
+export async function denitForAnyUser(dir: string): Promise<string[]> {
+  const place = `${dir}/denit-any-user`;
+  await Deno.mkdir(place);
+  await Deno.chmod(place, 0o755);
+  const copy = async (from: string) => {
+    const to = `${place}/${from.split("/").at(-1)}`;
+    await Deno.copyFile(from, to);
+    await Deno.chmod(to, 0o755);
+    return to;
+  };
+  const bundle = DENIT.find((word) => word.endsWith(".js"));
+  if (bundle === undefined) return [await copy(program(DENIT))];
+  const jobs = bundle.replace(/denit\.js$/, "denit-jobs.js");
+  await copy(jobs).catch(() => {/* no job half beside this bundle: copy mode does not need it */});
+  const runtime = await copy(program(DENIT));
+  const copied = await copy(bundle);
+  return DENIT.map((word) => word === bundle ? copied : word === program(DENIT) ? runtime : word);
+}
+
 /** The denit command as one shell word list, for command lines given to sh or script(1). */
 export const DENIT_SHELL = DENIT.map((word) => `'${word.replaceAll("'", `'"'"'`)}'`).join(" ");
 /** The signal echo child: `ready PID PGID`, then one line per signal. */

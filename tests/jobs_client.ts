@@ -51,8 +51,21 @@ const loaded = grpc.loadPackageDefinition(definition) as unknown as {
   denit: { jobs: { v1: { Jobs: JobsConstructor } } };
 };
 
+/** Every call of a test client ends within this long: a hung call fails, it does not hang. */
+export const CALL_DEADLINE_MS = 30_000;
+
 export function client(socket: string): JobsClient {
-  return new loaded.denit.jobs.v1.Jobs(`unix:${socket}`, grpc.credentials.createInsecure());
+  const Jobs = loaded.denit.jobs.v1.Jobs as unknown as new (
+    address: string,
+    credentials: grpc.ChannelCredentials,
+    options: grpc.ClientOptions,
+  ) => JobsClient;
+  return new Jobs(`unix:${socket}`, grpc.credentials.createInsecure(), {
+    callInvocationTransformer: (props) => {
+      props.callOptions.deadline ??= Date.now() + CALL_DEADLINE_MS;
+      return props;
+    },
+  });
 }
 
 export function call<T>(start: (callback: Callback<T>) => unknown): Promise<T> {

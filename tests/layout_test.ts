@@ -8,8 +8,11 @@ import { assertEquals, defined } from "./assert.ts";
 import { run } from "./helpers.ts";
 import {
   ARCH_CONSTANTS,
+  CMSG,
   DIRENT64,
   FILE_ACTIONS_BYTES,
+  IOVEC,
+  MSGHDR,
   O,
   RLIMIT,
   SIGINFO,
@@ -17,6 +20,7 @@ import {
   SPAWNATTR_BYTES,
   STATX,
   SYS,
+  UCRED,
 } from "../src/sys/layout.ts";
 
 const PROGRAM = `
@@ -28,6 +32,8 @@ const PROGRAM = `
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -53,6 +59,16 @@ int main(void) {
          "\\"DIRECTORY\\":%d,\\"NOFOLLOW\\":%d,\\"CLOEXEC\\":%d,\\"PATH\\":%d},",
          O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_NONBLOCK, O_DIRECTORY, O_NOFOLLOW,
          O_CLOEXEC, O_PATH);
+  printf("\\"msghdr\\":{\\"bytes\\":%zu,\\"iov\\":%zu,\\"iovlen\\":%zu,\\"control\\":%zu,\\"controllen\\":%zu},",
+         sizeof(struct msghdr), offsetof(struct msghdr, msg_iov), offsetof(struct msghdr, msg_iovlen),
+         offsetof(struct msghdr, msg_control), offsetof(struct msghdr, msg_controllen));
+  printf("\\"iovec\\":{\\"bytes\\":%zu,\\"base\\":%zu,\\"len\\":%zu},", sizeof(struct iovec),
+         offsetof(struct iovec, iov_base), offsetof(struct iovec, iov_len));
+  printf("\\"cmsg\\":{\\"level\\":%zu,\\"type\\":%zu,\\"data\\":%zu,\\"ucredSpace\\":%zu},",
+         offsetof(struct cmsghdr, cmsg_level), offsetof(struct cmsghdr, cmsg_type),
+         (size_t)CMSG_LEN(0), (size_t)CMSG_SPACE(sizeof(struct ucred)));
+  printf("\\"ucred\\":{\\"bytes\\":%zu,\\"pid\\":%zu,\\"uid\\":%zu,\\"gid\\":%zu},", sizeof(struct ucred),
+         offsetof(struct ucred, pid), offsetof(struct ucred, uid), offsetof(struct ucred, gid));
   printf("\\"SYS\\":{\\"setgroups\\":%d,\\"setresuid\\":%d,\\"setresgid\\":%d}}\\n", SYS_setgroups,
          SYS_setresuid, SYS_setresgid);
   return 0;
@@ -75,22 +91,34 @@ Deno.test("struct layouts and constants match this machine's C library", async (
     assertEquals({ ...DIRENT64 }, c.dirent64);
     assertEquals({ ...O }, c.O);
     assertEquals({ ...SYS }, c.SYS);
+    assertEquals({ ...MSGHDR }, c.msghdr);
+    assertEquals({ ...IOVEC }, c.iovec);
+    assertEquals({ ...CMSG }, c.cmsg);
+    assertEquals({ ...UCRED }, c.ucred);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
 });
 
-Deno.test("aarch64's system call numbers are those of the kernel's generic table", async () => {
-  // arm64 uses asm-generic/unistd.h (installed with the kernel headers on any architecture).
-  const table = await Deno.readTextFile("/usr/include/asm-generic/unistd.h");
-  const number = (name: string) =>
-    Number(defined(new RegExp(`#define __NR_${name} (\\d+)`).exec(table)?.[1], name));
+Deno.test("aarch64's system call numbers and open flags are those of arm64's own headers", async () => {
+  // Debian's linux-libc-dev-arm64-cross installs the arm64 kernel headers on any machine:
+  // asm-generic/unistd.h holds arm64's system call numbers, asm/fcntl.h its open flags (it
+  // keeps 32-bit ARM's O_DIRECTORY and O_NOFOLLOW, unlike x86_64, checked above).
+  const include = "/usr/aarch64-linux-gnu/include";
+  const calls = await Deno.readTextFile(`${include}/asm-generic/unistd.h`);
+  const flags = await Deno.readTextFile(`${include}/asm/fcntl.h`);
+  const number = (table: string, name: string) =>
+    Number(defined(new RegExp(`#define ${name}\\s+(0?\\d+)`).exec(table)?.[1], name));
+  const octal = (name: string) =>
+    parseInt(defined(new RegExp(`#define ${name}\\s+(0\\d+)`).exec(flags)?.[1], name), 8);
   const arm = ARCH_CONSTANTS.aarch64;
   assertEquals(
     [arm.setgroups, arm.setresuid, arm.setresgid],
-    [number("setgroups"), number("setresuid"), number("setresgid")],
+    [
+      number(calls, "__NR_setgroups"),
+      number(calls, "__NR_setresuid"),
+      number(calls, "__NR_setresgid"),
+    ],
   );
-  // O_DIRECTORY and O_NOFOLLOW: arch/arm64/include/uapi/asm/fcntl.h keeps 32-bit ARM's
-  // 040000 and 0100000 (x86_64 has asm-generic's 0200000 and 0400000, checked above).
-  assertEquals([arm.directory, arm.nofollow], [0o40000, 0o100000]);
+  assertEquals([arm.directory, arm.nofollow], [octal("O_DIRECTORY"), octal("O_NOFOLLOW")]);
 });

@@ -722,6 +722,63 @@ while True:
   }
 });
 
+for (const mode of MODES) {
+  Deno.test(`${mode}: --ready-when notify: only the child's process tree is believed`, async () => {
+    const health = freePort();
+    // The child says its socket, and on USR1 a grandchild of denit (the child's own fork)
+    // sends READY=1.
+    const script = `
+import os, signal, socket
+name = os.environ["NOTIFY_SOCKET"]
+def send():
+    if os.fork() == 0:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.sendto(b"READY=1", "\\0" + name[1:])
+        os._exit(0)
+    os.wait()
+    print("sent", flush=True)
+signal.signal(signal.SIGUSR1, lambda *a: send())
+print("socket", name, flush=True)
+while True:
+    signal.pause()
+`;
+    const proc = new Running(denitArgv(mode, [
+      "--health-addr",
+      `127.0.0.1:${health}`,
+      "--ready-when",
+      "notify",
+      "--",
+      "python3",
+      "-c",
+      script,
+    ]));
+    try {
+      const name = proc.line(await proc.waitFor(/^socket @/)).slice("socket @".length);
+      // Another user, outside denit's process tree (as PID 1: outside its PID namespace too).
+      const sender = `import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(b"READY=1", "\\0" + sys.argv[1])`;
+      const outside = await run([
+        ...["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+        ...["/usr/bin/python3", "-c", sender, name],
+      ]);
+      assertEquals(outside.code, 0, outside.stderr);
+      await eventually(
+        async () => (await status(health)).readiness?.ignored === 1,
+        "the outsider's message ignored",
+      );
+      assertEquals(await readyz(health), 503);
+      Deno.kill(denitPid(proc, mode), "SIGUSR1");
+      await proc.waitFor(/^sent$/);
+      await eventually(async () => await readyz(health) === 200, "the child's READY=1", 3000);
+      Deno.kill(denitPid(proc, mode), "SIGTERM");
+      assertEquals((await proc.status()).code, 143);
+    } finally {
+      await proc.stop();
+    }
+  });
+}
+
 Deno.test("--ready-when: refused without the health endpoint, and for a bad check", async () => {
   const lone = await run([...DENIT, "--ready-when", "tcp:80", "--", "true"]);
   assertEquals(lone.code, 2);

@@ -90,7 +90,12 @@ export function scanArgs(
     const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
     const name = eq > 0 ? arg.slice(0, eq) : arg;
     const spec = names.get(name);
-    if (spec === undefined) throw new UsageError(`Unknown option "${name}"`);
+    if (spec === undefined) {
+      const near = name.startsWith("--") ? closest(name, [...names.keys()], 3) : null;
+      throw new UsageError(
+        `Unknown option "${name}"${near === null ? "" : `; did you mean ${near}?`}`,
+      );
+    }
     if (spec.kind === "flag") {
       if (eq > 0) throw new UsageError(`Option "${name}" takes no value`);
       flags.set(spec.key, (flags.get(spec.key) ?? 0) + 1);
@@ -195,6 +200,17 @@ function distance(a: string, b: string): number {
   return previous[b.length] ?? 0;
 }
 
+/** The candidate nearest to `name`, if within `limit` edits. */
+function closest(name: string, candidates: readonly string[], limit: number): string | null {
+  let best: string | null = null;
+  let bestDistance = Infinity;
+  for (const candidate of candidates) {
+    const d = distance(name, candidate);
+    if (d < bestDistance) [best, bestDistance] = [candidate, d];
+  }
+  return bestDistance <= limit ? best : null;
+}
+
 /** An environment variable with denit's prefix that no option reads, and the closest known. */
 export interface UnknownVariable {
   readonly name: string;
@@ -210,13 +226,7 @@ export function unknownVariables(
   const found: UnknownVariable[] = [];
   for (const name of Object.keys(env).sort()) {
     if (!name.startsWith(prefix) || known.includes(name)) continue;
-    let closest: string | null = null;
-    let best = Infinity;
-    for (const candidate of known) {
-      const d = distance(name, candidate);
-      if (d < best) [closest, best] = [candidate, d];
-    }
-    found.push({ name, closest: best <= 4 ? closest : null });
+    found.push({ name, closest: closest(name, known, 4) });
   }
   return found;
 }

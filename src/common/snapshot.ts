@@ -24,6 +24,8 @@ export interface Snapshot {
   readonly unreapedZombies: number;
   /** Their parents, most zombies first (at most 5). */
   readonly zombieParents: ReadonlyArray<{ pid: number; name: string; zombies: number }>;
+  /** When the last scan for them ended (epoch ms); null before the first. */
+  readonly zombiesCheckedAtMs: number | null;
   /** Why the child ended: exited, oom, grace, timeout, forwarded or external. */
   readonly exitCause: string | null;
   /** The same, as a sentence ("the child was killed by SIGKILL: the kernel's OOM killer..."). */

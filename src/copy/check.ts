@@ -195,7 +195,9 @@ export function openRoot(root: Root): OpenedRoot {
   const stat = statPath(root.src, follow);
   if (!stat.ok) {
     if (stat.errno === 2) {
-      throw new CopyError(`Cannot copy "${root.src}": no such file or directory`);
+      throw new CopyError(
+        `Cannot copy "${root.src}": no such file or directory${globHint(root.src)}`,
+      );
     }
     fail("inspect", root.src, stat.errno);
   }
@@ -450,4 +452,17 @@ export function placeOf(src: PathStat, destRootFd: number): "same" | "inside" | 
   } finally {
     if (fd !== destRootFd) closeFd(fd);
   }
+}
+
+/**
+ * A missing SRC with a shell pattern in it (`/src/*` in a Kubernetes `command:`, where no shell
+ * expands it): say so, and what copies the contents of a directory.
+ */
+function globHint(src: string): string {
+  const star = /[*?[]/.exec(src);
+  if (star === null) return "";
+  const dir = src.slice(0, src.lastIndexOf("/", star.index) + 1) || "./";
+  return `; no shell expanded "${
+    star[0]
+  }" here: to copy the contents of a directory, give "${dir}."`;
 }

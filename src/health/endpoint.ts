@@ -107,7 +107,11 @@ export function statusDocument(source: HealthSource, nowMs: number): Record<stri
       deadlineAt: iso(s.deadlineAtMs),
     },
     zombiesReaped: s.zombiesReaped,
-    unreapedZombies: { count: s.unreapedZombies, parents: s.zombieParents },
+    unreapedZombies: {
+      count: s.unreapedZombies,
+      parents: s.zombieParents,
+      checkedAt: iso(s.zombiesCheckedAtMs),
+    },
     signalsForwarded: s.signalsForwarded,
     stopping: s.stopCause === null ? null : {
       cause: s.stopCause,
@@ -134,6 +138,7 @@ function readinessDocument(source: HealthSource): Record<string, unknown> | null
     lastResult: view.lastResult,
     checkedAt: iso(view.checkedAtMs),
     status: view.status,
+    ignored: view.ignored,
   };
 }
 

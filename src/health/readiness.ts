@@ -4,7 +4,8 @@
  * file checks run every READY_INTERVAL_MS with a timeout of READY_TIMEOUT_MS each, one at a
  * time; `notify` listens on a datagram socket for the systemd notification protocol
  * (sd_notify(3)): READY=1 makes the child ready, STOPPING=1 and RELOADING=1 not ready,
- * STATUS=... is shown in /status.
+ * STATUS=... is shown in /status. Only the child's own process tree is believed: the sender's
+ * pid (which the kernel attaches) must be the child or one of its descendants.
  */
 
 import {
@@ -13,6 +14,7 @@ import {
   READY_TIMEOUT_MS,
   type ReadyCheck,
 } from "../common/ready.ts";
+import type { DatagramSocket } from "../sys/datagram.ts";
 
 /** What /readyz and /status read. */
 export interface ReadyView {
@@ -25,12 +27,31 @@ export interface ReadyView {
   readonly checkedAtMs: number | null;
   /** notify: the child's last STATUS= text. */
   readonly status: string | null;
+  /** notify: messages ignored because their sender is not in the child's process tree. */
+  readonly ignored: number;
 }
 
 /** The longest status line an http check reads before it gives up on the answer. */
 const STATUS_LINE_BYTES = 4096;
 
 class TimedOut extends Error {}
+
+/**
+ * Whether `pid` is `child` or one of its descendants, by the parents in /proc/PID/stat. pid 0
+ * is a sender outside this PID namespace (the kernel cannot name it here): never.
+ */
+function inTreeOf(pid: number, child: number): boolean {
+  for (let at = pid, hops = 0; at > 1 && hops < 256; hops++) {
+    if (at === child) return true;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${at}/stat`);
+      at = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    } catch {
+      return false; // gone before it could be looked at: not provably the child's
+    }
+  }
+  return false;
+}
 
 /**
  * `promise`, or TimedOut after `ms`; `cleanup` gets a value that came too late. The message
@@ -135,6 +156,8 @@ export class Readiness {
   #lastResult: string | null = null;
   #checkedAtMs: number | null = null;
   #status: string | null = null;
+  /** notify: messages from senders outside the child's process tree, ignored. */
+  #ignored = 0;
   /** notify: the socket's name for NOTIFY_SOCKET; null for the other checks. */
   readonly notifySocket: string | null;
 
@@ -143,8 +166,11 @@ export class Readiness {
     this.notifySocket = notifySocket;
   }
 
-  /** Starts checking; `notify` binds its socket first (throws if it cannot). */
-  static async start(check: ReadyCheck): Promise<Readiness> {
+  /**
+   * Starts checking; `notify` binds its socket first (throws if it cannot) and believes only
+   * senders in the process tree of `childPid()` (null before the child runs: nobody).
+   */
+  static async start(check: ReadyCheck, childPid: () => number | null): Promise<Readiness> {
     if (check.kind !== "notify") {
       const readiness = new Readiness(check, null);
       void readiness.#poll(check);
@@ -155,7 +181,7 @@ export class Readiness {
     const suffix = [...random].map((b) => b.toString(16).padStart(2, "0")).join("");
     const socket = DatagramSocket.bindAbstract(`denit/notify/${Deno.pid}-${suffix}`);
     const readiness = new Readiness(check, socket.name);
-    void readiness.#listen(socket);
+    void readiness.#listen(socket, childPid);
     return readiness;
   }
 
@@ -166,6 +192,7 @@ export class Readiness {
       lastResult: this.#lastResult,
       checkedAtMs: this.#checkedAtMs,
       status: this.#status,
+      ignored: this.#ignored,
     };
   }
 
@@ -181,14 +208,16 @@ export class Readiness {
     }
   }
 
-  async #listen(socket: { receive(): Promise<string | null> }): Promise<void> {
+  async #listen(socket: DatagramSocket, childPid: () => number | null): Promise<void> {
     for (;;) {
       const message = await socket.receive();
       if (message === null) {
         await new Promise((resolve) => setTimeout(resolve, 100)); // a failed receive: retry
         continue;
       }
-      this.#apply(message);
+      const child = childPid();
+      if (child !== null && inTreeOf(message.pid, child)) this.#apply(message.text);
+      else this.#ignored++;
     }
   }
 

@@ -41,6 +41,7 @@ const STARTING: Snapshot = Object.freeze({
   signalsForwarded: Object.freeze({}),
   unreapedZombies: 0,
   zombieParents: [],
+  zombiesCheckedAtMs: null,
   exitCause: null,
   exitReason: null,
   cleanup: null,
@@ -84,7 +85,7 @@ export function serveHealth(): void {
       if (settings.readyWhen !== null) {
         // Loaded only for --ready-when; notify binds its socket here, before the child starts.
         const { Readiness } = await import("./readiness.ts");
-        ready = await Readiness.start(settings.readyWhen);
+        ready = await Readiness.start(settings.readyWhen, () => board.read()?.pid ?? null);
       }
       scope.postMessage({
         type: "listening",

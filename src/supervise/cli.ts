@@ -195,6 +195,11 @@ function parseLogFormat(text: string): LogFormat {
 const MAX_SOCKET_PATH_BYTES = 107;
 
 function parseSocketPath(text: string): string {
+  if (!text.startsWith("/")) {
+    throw new RangeError(
+      `Invalid socket path "${text}": use an absolute path, like /run/denit/jobs.sock`,
+    );
+  }
   const bytes = new TextEncoder().encode(text).length;
   if (bytes > MAX_SOCKET_PATH_BYTES) {
     throw new RangeError(

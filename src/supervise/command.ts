@@ -90,11 +90,11 @@ function readHead(path: Uint8Array): Uint8Array {
   }
 }
 
-/** The interpreter a `#!` line names, or null. */
+/** The interpreter a `#!` line names (the kernel ends it at a blank or the line's end), or null. */
 function interpreterOf(head: Uint8Array): string | null {
   if (head[0] !== 0x23 || head[1] !== 0x21) return null; // "#!"
   const line = decoder.decode(head.subarray(2)).split("\n")[0] ?? "";
-  return line.trim().split(/[ \t]+/)[0] ?? null;
+  return line.replace(/^[ \t]+/, "").split(/[ \t]+/)[0] ?? null;
 }
 
 /** True for what a shell must not be asked to read: ELF files and anything with NUL bytes. */
@@ -120,6 +120,9 @@ export function execFailure(name: string, path: Uint8Array, errno: number): Exec
     const interpreter = interpreterOf(readHead(path));
     const what = interpreter === null
       ? "its dynamic loader (ELF interpreter) is missing"
+      : interpreter.endsWith("\r")
+      ? `its #! line ends with a carriage return (Windows line ends, CRLF): the kernel looks ` +
+        `for "${interpreter.slice(0, -1)}\\r"; convert the file to LF line ends`
       : `its interpreter "${interpreter}" is missing`;
     return new ExecError(`Cannot start "${name}": ${what}`, ExitCode.NOT_FOUND);
   }

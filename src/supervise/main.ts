@@ -13,7 +13,7 @@ import type { JobsChannel, JobsStarter } from "../common/jobs.ts";
 import type { Snapshot, SupervisorSettings } from "../common/snapshot.ts";
 import { asksForInspector, undoRuntimeEnvironment } from "../common/runtime.ts";
 import { VERSION } from "../common/version.ts";
-import { type Config, HELP, parseInvocation, USAGE_LINE } from "./cli.ts";
+import { type Config, HELP, OPTIONS, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { SignalInbox } from "./inbox.ts";
 import type { FaultPoint, Supervisor } from "./supervisor.ts";
 import type { RunAs } from "./user.ts";
@@ -199,6 +199,18 @@ async function startHealth(
 }
 
 /**
+ * A command that is one of denit's own options (`docker run IMAGE --grace 1s cmd` under
+ * `ENTRYPOINT ["/denit", "--"]`): say where options go.
+ */
+function optionHint(name: string): string {
+  const spec = OPTIONS.find((option) => option.names.includes(name.split("=")[0] ?? ""));
+  if (spec === undefined) return "";
+  const variable = spec.env === undefined ? "" : `, or set ${spec.env} in the environment`;
+  return `; it is an option of denit's: put options before "--"${variable} (an ENTRYPOINT ` +
+    `that ends with "--" takes every argument as the command)`;
+}
+
+/**
  * Once the child runs, nothing may end denit but the child's end: an error thrown where no
  * one catches it (a callback, a message handler) and a rejection nobody awaits are each one
  * error line, and the process goes on.
@@ -238,7 +250,7 @@ async function supervise(
   } catch (err: unknown) {
     const { ExecError } = await import("./command.ts");
     failure = err instanceof ExecError
-      ? { code: err.exitCode, message: err.message }
+      ? { code: err.exitCode, message: err.message + optionHint(config.command[0] ?? "") }
       : { code: ExitCode.INTERNAL, message: `Cannot start the supervisor: ${describe(err)}` };
     log.error(failure.message);
   }

@@ -12,11 +12,13 @@
 import {
   Errno,
   type ExitStatus,
+  lastReapedSignal,
   lastReapedStatus,
   reapNext,
   type Waited,
   waitForExited,
 } from "../sys/process.ts";
+import { SIGKILL } from "../common/signals.ts";
 
 /** What one round of reaping found. */
 export interface ReapRound {
@@ -28,6 +30,8 @@ export interface ReapRound {
   noChildren: boolean;
   /** An unexpected waitpid errno (0: none). */
   errno: number;
+  /** Other processes reaped in this round that SIGKILL ended (perhaps the OOM killer). */
+  othersKilled: number;
 }
 
 /**
@@ -62,7 +66,7 @@ export async function reapRound(
   limit: number = REAP_BATCH,
   others: Reaped[] | null = null,
 ): Promise<ReapRound> {
-  const round: ReapRound = { reaped: 0, child: null, noChildren: false, errno: 0 };
+  const round: ReapRound = { reaped: 0, child: null, noChildren: false, errno: 0, othersKilled: 0 };
   const waited = await (prefetched ?? waitForExited());
   prefetched = null;
   if (waited === "no-children") {
@@ -78,8 +82,12 @@ export async function reapRound(
     if (pid === 0) break;
     if (pid > 0) {
       round.reaped++;
-      if (pid === childPid) round.child = lastReapedStatus();
-      else others?.push({ pid, status: lastReapedStatus() });
+      if (pid === childPid) {
+        round.child = lastReapedStatus();
+        continue;
+      }
+      if (lastReapedSignal() === SIGKILL) round.othersKilled++;
+      others?.push({ pid, status: lastReapedStatus() });
       continue;
     }
     // waitpid(2): ECHILD means the caller has no children left, waited-for or not.

@@ -142,10 +142,18 @@ export class Supervisor {
   readonly #reapedLog: ReapedLog | null;
   #zombies: ZombieReport = { total: 0, parents: [] };
   #zombieWarnedAtMs = -Infinity;
+  #zombiesCheckedAtMs: number | null = null;
   /** Signals sent to the child, each with the one received for it (for the exit cause). */
   readonly #sentToChild = new Map<number, number>();
   #memory: MemoryCgroup | null = null;
-  #oomKillsAtStart: number | null = null;
+  /**
+   * The memory cgroup's OOM-kill count before the child's end could be the OOM killer's: read
+   * at the child's start, again whenever another process was seen to die of SIGKILL (reaped
+   * by denit), at every zombie scan, and right before denit's own SIGKILL. The child's SIGKILL
+   * is the OOM killer's only if the count rose since: an earlier OOM kill of another process
+   * in the cgroup is not blamed on a later kill -9.
+   */
+  #oomKillsBefore: number | null = null;
   #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
   #exitedAtMs: number | null = null;
   #reaped = 0;
@@ -192,6 +200,7 @@ export class Supervisor {
       signalsForwarded: Object.freeze(Object.fromEntries(this.#forwarded)),
       unreapedZombies: this.#zombies.total,
       zombieParents: this.#zombies.parents,
+      zombiesCheckedAtMs: this.#zombiesCheckedAtMs,
       exitCause: this.#exit?.cause ?? null,
       exitReason: this.#exit?.text ?? null,
       cleanup: exited?.phase ?? null,
@@ -217,7 +226,7 @@ export class Supervisor {
     this.#prepareProcess();
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
     this.#memory = findMemoryCgroup();
-    this.#oomKillsAtStart = this.#memory === null ? null : readOomKills(this.#memory);
+    this.#refreshOomCount();
     this.#inbox.take((signo) =>
       this.#guard("signal", () => this.#dispatch({ type: "signal-received", signo }))
     );
@@ -356,9 +365,10 @@ export class Supervisor {
     if (this.#finished) return;
     const report = await scanZombies(Deno.pid, () => quietDelay(1));
     if (this.#finished) return;
-    const changed = report.total !== this.#zombies.total;
     this.#zombies = report;
-    if (changed) this.#share();
+    this.#zombiesCheckedAtMs = Date.now();
+    if (this.#state.name === "running" || this.#state.name === "stopping") this.#refreshOomCount();
+    this.#share();
     const now = Date.now();
     if (report.total === 0 || now - this.#zombieWarnedAtMs < ZOMBIE_WARN_EVERY_MS) return;
     this.#zombieWarnedAtMs = now;
@@ -395,6 +405,7 @@ export class Supervisor {
       this.#log.debug("reaped", { count: round.reaped, child: round.child !== null });
     }
     if (round.errno !== 0) this.#log.warn("waitpid failed", { errno: round.errno });
+    if (round.child === null && round.othersKilled > 0) this.#refreshOomCount();
     if (round.child !== null) {
       this.#spawner?.close();
       this.#spawner = null;
@@ -423,8 +434,8 @@ export class Supervisor {
     // Read only for a SIGKILL, the OOM killer's signal: an ordinary exit costs no read.
     const killed = status.kind === "signaled" && status.signo === SIGKILL;
     const oomNow = killed && this.#memory !== null ? readOomKills(this.#memory) : null;
-    const oomKilled = oomNow !== null && this.#oomKillsAtStart !== null &&
-      oomNow > this.#oomKillsAtStart;
+    const oomKilled = oomNow !== null && this.#oomKillsBefore !== null &&
+      oomNow > this.#oomKillsBefore;
     const memoryLimit = oomKilled && this.#memory !== null ? readMemoryLimit(this.#memory) : null;
     const explanation = explainExit({
       status,
@@ -437,8 +448,16 @@ export class Supervisor {
     });
     const signal = status.kind === "signaled" ? signalName(status.signo) : null;
     this.#exit = { ...explanation, signal, memoryLimit };
-    if (status.kind === "exited") this.#log.debug(explanation.text, { cause: explanation.cause });
-    else this.#log.warn(explanation.text, { cause: explanation.cause });
+    // An exit is a debug line; a stop denit passed on (docker stop) is ordinary: info.
+    const fields = { cause: explanation.cause };
+    if (status.kind === "exited") this.#log.debug(explanation.text, fields);
+    else if (explanation.cause === "forwarded") this.#log.info(explanation.text, fields);
+    else this.#log.warn(explanation.text, fields);
+  }
+
+  /** Reads the OOM-kill count as it is now, while the child lives (see #oomKillsBefore). */
+  #refreshOomCount(): void {
+    if (this.#memory !== null) this.#oomKillsBefore = readOomKills(this.#memory);
   }
 
   /** Why the child ended, once it did. */
@@ -600,6 +619,7 @@ export class Supervisor {
     const code = timedOut ? "; exit code 124" : "";
     this.#log.warn(`${why}: SIGKILL to ${formatProcesses(named)}${code}`);
     this.#forcedKill = true;
+    this.#refreshOomCount(); // the child's SIGKILL is denit's own from here
     this.#forward(SIGKILL, target, SIGKILL);
     // The processes named above, by pid: once the child is dead, its children are briefly
     // nobody's (not yet reparented to denit) and a fresh walk of the tree would miss them.

@@ -2,25 +2,49 @@
  * A Unix datagram socket in the abstract namespace, for the systemd notification protocol
  * (`--ready-when notify`). Abstract: no file to create, so it works on a read-only root and for
  * a child of any user (an abstract socket has no permissions); sd_notify(3) reads a
- * NOTIFY_SOCKET that starts with "@" as such a name. Deno's own Unix datagram sockets are
- * unstable API, hence these few calls.
+ * NOTIFY_SOCKET that starts with "@" as such a name. Anyone in the network namespace can send
+ * to it (its name is listed in /proc/net/unix), so every message comes with the sender's
+ * credentials (SO_PASSCRED: the kernel attaches them, they cannot be forged) and the caller
+ * decides whom to believe, as systemd does. Deno's own Unix datagram sockets are unstable API
+ * and carry no credentials, hence these few calls.
  */
 
+import { CMSG, IOVEC, MSGHDR, UCRED } from "./layout.ts";
 import { DATAGRAM_SYMBOLS, openLibc, readErrno } from "./symbols.ts";
 
 const libc = openLibc(DATAGRAM_SYMBOLS);
 const AF_UNIX = 1; // sys/socket.h
 const SOCK_DGRAM = 2; // sys/socket.h
 const SOCK_CLOEXEC = 0o2000000; // the child must not inherit the socket
+const SOL_SOCKET = 1; // asm-generic/socket.h
+const SO_PASSCRED = 16; // asm-generic/socket.h
+const SCM_CREDENTIALS = 2; // linux/socket.h
 const SUN_PATH_OFFSET = 2; // struct sockaddr_un { sa_family_t sun_family; char sun_path[108]; }
 const SUN_PATH_BYTES = 108;
 /** sd_notify messages are small; systemd reads at most a few KiB. */
 const MESSAGE_BYTES = 4096;
 
-/** A bound socket that receives datagrams. */
+/** A datagram and who sent it: the sender's pid in this PID namespace (0: outside it). */
+export interface Datagram {
+  readonly text: string;
+  readonly pid: number;
+  readonly uid: number;
+}
+
+function address(buffer: Uint8Array<ArrayBuffer>): bigint {
+  return BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buffer)));
+}
+
+/** A bound socket that receives datagrams with their senders' credentials. */
 export class DatagramSocket {
   readonly #fd: number;
-  readonly #buffer = new Uint8Array(MESSAGE_BYTES);
+  // One block for the message, the control data and the headers: larger than V8 keeps on its
+  // heap, so the addresses written into the header stay valid while recvmsg runs elsewhere.
+  readonly #block = new Uint8Array(MESSAGE_BYTES + 256);
+  readonly #data = this.#block.subarray(0, MESSAGE_BYTES);
+  readonly #control = this.#block.subarray(MESSAGE_BYTES, MESSAGE_BYTES + CMSG.ucredSpace);
+  readonly #iov = this.#block.subarray(MESSAGE_BYTES + 64, MESSAGE_BYTES + 64 + IOVEC.bytes);
+  readonly #header = this.#block.subarray(MESSAGE_BYTES + 128, MESSAGE_BYTES + 128 + MSGHDR.bytes);
   readonly #decoder = new TextDecoder();
   /** The name as NOTIFY_SOCKET gives it: "@" then the abstract name. */
   readonly name: string;
@@ -28,6 +52,9 @@ export class DatagramSocket {
   private constructor(fd: number, name: string) {
     this.#fd = fd;
     this.name = name;
+    const iov = new DataView(this.#block.buffer, this.#iov.byteOffset, IOVEC.bytes);
+    iov.setBigUint64(IOVEC.base, address(this.#data), true);
+    iov.setBigUint64(IOVEC.len, BigInt(MESSAGE_BYTES), true);
   }
 
   /** Binds the abstract name `name` (without "@"); throws an Error with errno if it cannot. */
@@ -36,21 +63,45 @@ export class DatagramSocket {
     if (bytes.length + 1 > SUN_PATH_BYTES) throw new RangeError("socket name too long");
     const fd = libc.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) throw new Error(`socket failed: errno ${readErrno(libc.__errno_location)}`);
-    const address = new Uint8Array(SUN_PATH_OFFSET + 1 + bytes.length);
-    new DataView(address.buffer).setUint16(0, AF_UNIX, true);
-    address.set(bytes, SUN_PATH_OFFSET + 1); // sun_path[0] = 0: the abstract namespace
-    if (libc.bind(fd, address, address.length) !== 0) {
+    const sockaddr = new Uint8Array(SUN_PATH_OFFSET + 1 + bytes.length);
+    new DataView(sockaddr.buffer).setUint16(0, AF_UNIX, true);
+    sockaddr.set(bytes, SUN_PATH_OFFSET + 1); // sun_path[0] = 0: the abstract namespace
+    const on = new Int32Array([1]);
+    for (
+      const [call, rc] of [
+        ["setsockopt", () => libc.setsockopt(fd, SOL_SOCKET, SO_PASSCRED, on, 4)],
+        ["bind", () => libc.bind(fd, sockaddr, sockaddr.length)],
+      ] as const
+    ) {
+      if (rc() === 0) continue;
       const errno = readErrno(libc.__errno_location);
       libc.close(fd);
-      throw new Error(`bind failed: errno ${errno}`);
+      throw new Error(`${call} failed: errno ${errno}`);
     }
     return new DatagramSocket(fd, `@${name}`);
   }
 
-  /** The next datagram as text; null if the receive failed (the caller waits and retries). */
-  async receive(): Promise<string | null> {
-    const n = Number(await libc.recv(this.#fd, this.#buffer, BigInt(this.#buffer.length), 0));
+  /** The next datagram and its sender; null if the receive failed (the caller retries). */
+  async receive(): Promise<Datagram | null> {
+    const header = new DataView(this.#block.buffer, this.#header.byteOffset, MSGHDR.bytes);
+    this.#header.fill(0);
+    this.#control.fill(0);
+    header.setBigUint64(MSGHDR.iov, address(this.#iov), true);
+    header.setBigUint64(MSGHDR.iovlen, 1n, true);
+    header.setBigUint64(MSGHDR.control, address(this.#control), true);
+    header.setBigUint64(MSGHDR.controllen, BigInt(CMSG.ucredSpace), true);
+    const n = Number(await libc.recvmsg(this.#fd, this.#header, 0));
     if (n < 0) return null;
-    return this.#decoder.decode(this.#buffer.subarray(0, n));
+    const text = this.#decoder.decode(this.#data.subarray(0, n));
+    const control = new DataView(this.#block.buffer, this.#control.byteOffset, CMSG.ucredSpace);
+    const credentials = control.getInt32(CMSG.level, true) === SOL_SOCKET &&
+      control.getInt32(CMSG.type, true) === SCM_CREDENTIALS;
+    // No credentials (cannot happen with SO_PASSCRED): pid 0, believed by no one.
+    if (!credentials) return { text, pid: 0, uid: -1 };
+    return {
+      text,
+      pid: control.getInt32(CMSG.data + UCRED.pid, true),
+      uid: control.getUint32(CMSG.data + UCRED.uid, true),
+    };
   }
 }

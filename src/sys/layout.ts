@@ -38,6 +38,21 @@ export const STATX = Object.freeze({
   devMinor: 140,
 });
 
+/** struct msghdr (sys/socket.h) for recvmsg(2). */
+export const MSGHDR = Object.freeze({
+  bytes: 56,
+  iov: 16,
+  iovlen: 24,
+  control: 32,
+  controllen: 40,
+});
+/** struct iovec (sys/uio.h). */
+export const IOVEC = Object.freeze({ bytes: 16, base: 0, len: 8 });
+/** struct cmsghdr and a control message carrying a struct ucred (SCM_CREDENTIALS). */
+export const CMSG = Object.freeze({ level: 8, type: 12, data: 16, ucredSpace: 32 });
+/** struct ucred (sys/socket.h, _GNU_SOURCE). */
+export const UCRED = Object.freeze({ bytes: 12, pid: 0, uid: 4, gid: 8 });
+
 /** struct linux_dirent64 (getdents64(2)). */
 export const DIRENT64 = Object.freeze({ ino: 0, reclen: 16, type: 18, name: 19 });
 

@@ -88,6 +88,12 @@ export function reapNext(): number {
   return pid >= 0 ? pid : -errno();
 }
 
+/** The signal that ended the child `reapNext()` last returned (WTERMSIG), 0 if it exited. */
+export function lastReapedSignal(): number {
+  const raw = drainStatus[0] ?? 0;
+  return (raw & 0x7f) === 0x7f ? 0 : raw & 0x7f;
+}
+
 /** The status of the child `reapNext()` last returned. */
 export function lastReapedStatus(): ExitStatus {
   return decodeWaitStatus(drainStatus[0] ?? 0);

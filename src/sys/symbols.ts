@@ -257,8 +257,12 @@ export const THREAD_SYMBOLS = {
 export const DATAGRAM_SYMBOLS = {
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" }, // int domain, type, protocol
   bind: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // fd, const sockaddr *, len
-  // ssize_t recv(int fd, void *buf, size_t len, int flags): blocks on a thread of the runtime.
-  recv: { parameters: ["i32", "buffer", "usize", "i32"], result: "isize", nonblocking: true },
+  setsockopt: {
+    parameters: ["i32", "i32", "i32", "buffer", "u32"], // fd, level, optname, const void *, len
+    result: "i32",
+  },
+  // ssize_t recvmsg(int fd, struct msghdr *msg, int flags): blocks on a thread of the runtime.
+  recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
   close: { parameters: ["i32"], result: "i32" }, // int fd
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
 } as const satisfies Deno.ForeignLibraryInterface;
