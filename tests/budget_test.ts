@@ -24,8 +24,12 @@ const GRACE_MS = 800;
 /** The README's sum: the shutdown delay, the grace period and 2 s for processes in state D. */
 const BUDGET_MS = DELAY_MS + GRACE_MS + 2000;
 
-/** A leftover that ignores TERM; prints its pid ("left N"). */
-const LEFTOVER = `(trap '' TERM; echo "left $(sh -c 'echo $PPID')"; exec sleep 60) &`;
+/**
+ * A leftover that ignores TERM from birth (the trap is set before the fork: a TERM that comes
+ * first must not find it at its default); prints its pid ("left N"). Each row's child sets its
+ * own trap after.
+ */
+const LEFTOVER = `trap '' TERM; (echo "left $(sh -c 'echo $PPID')"; exec sleep 60) &`;
 
 interface Row {
   readonly state: string;

@@ -7,11 +7,13 @@
 import { assertEquals, assertMatch, assertOk, defined } from "./assert.ts";
 import {
   cleanup,
+  countFds,
   DENIT,
   denitArgv,
   denitPid,
   DENO,
   exists,
+  freePort,
   MODES,
   PIDNS,
   processState,
@@ -311,5 +313,143 @@ Deno.test("messages a newcomer meets: CRLF, a star no shell expanded, a typo, an
     );
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+/** The v1 pids controller, as on this project's CI machines. */
+const PIDS_V1 = (() => {
+  try {
+    return Deno.statSync("/sys/fs/cgroup/pids/cgroup.procs").isFile;
+  } catch {
+    return false; // not mounted: the test that needs it says so
+  }
+})();
+
+Deno.test({
+  name: "a spawn the pids limit refuses: 125 and the limit named, not 126",
+  ignore: !PIDS_V1, // needs the v1 pids controller (and root)
+  fn: async () => {
+    // denit in a pids cgroup; the limit is raised one at a time from below until denit itself
+    // starts (its threads count) but its child no longer fits.
+    const cgroup = `/sys/fs/cgroup/pids/denit-pids-${crypto.randomUUID().slice(0, 8)}`;
+    await Deno.mkdir(cgroup);
+    try {
+      let refused: { code: number; stderr: string } | null = null;
+      for (let max = 4; max < 40 && refused === null; max++) {
+        await Deno.writeTextFile(`${cgroup}/pids.max`, String(max));
+        const result = await run([
+          "sh",
+          "-c",
+          `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`,
+          "enter",
+          ...DENIT,
+          "-s",
+          "--",
+          "true",
+        ]);
+        if (result.code === 0) break; // room for the child too: the limit was not met
+        if (/Cannot start "true"/.test(result.stderr)) refused = result;
+      }
+      const found = defined(refused, "a limit at which denit ran but its child did not");
+      assertEquals(found.code, 125, found.stderr);
+      assertMatch(
+        found.stderr,
+        /Cannot start "true": no new process allowed \(resource temporarily unavailable\): the limit on processes is reached \(the cgroup's pids\.max, or RLIMIT_NPROC\)\n$/,
+      );
+    } finally {
+      await Deno.remove(cgroup);
+    }
+  },
+});
+
+Deno.test("tini's and dumb-init's suites: an inherited subreaper, -g without one, rewrites of what never comes", async () => {
+  // A parent that made denit a subreaper before exec (prctl survives exec): no warning, and
+  // orphans come to denit (the child's daemon is reaped, not left to the host's init).
+  const subreaper = [
+    "python3",
+    "-c",
+    "import ctypes, os, sys; ctypes.CDLL(None).prctl(36, 1, 0, 0, 0); os.execvp(sys.argv[1], sys.argv[1:])",
+  ];
+  const inherited = await run([
+    ...subreaper,
+    ...DENIT,
+    "-w",
+    "--",
+    "sh",
+    "-c",
+    "sleep 0.1 & exit 0",
+  ]);
+  assertEquals(inherited.code, 0, inherited.stderr);
+  assertOk(!/not a subreaper/.test(inherited.stderr), inherited.stderr);
+  assertMatch(inherited.stderr, /reaped a process that was not the main child/);
+  // -g where orphans do not come to denit: the child's group gets SIGTERM at its end, as
+  // under dumb-init (before: nothing, and the daemon ran on).
+  const dir = await Deno.makeTempDir();
+  try {
+    const script = `sleep 60 </dev/null >/dev/null 2>&1 & echo $! > "$1/daemon"; exit 0`;
+    const grouped = await run([...DENIT, "-g", "--", "sh", "-c", script, "sh", dir]);
+    assertEquals(grouped.code, 0, grouped.stderr);
+    const daemon = Number(await Deno.readTextFile(`${dir}/daemon`));
+    try {
+      await waitUntil(() => ["", "Z"].includes(processState(daemon)), "the group's TERM", 5000);
+    } finally {
+      cleanup([daemon]);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  // -r FROM:TO for a signal denit never receives is refused, with the reason.
+  for (
+    const [from, why] of [["SYS", "crash signal"], ["CHLD", "child notification"], [
+      "40",
+      "real-time",
+    ]]
+  ) {
+    const refused = await run([...DENIT, "-r", `${from}:TERM`, "--", "true"]);
+    assertEquals(refused.code, 2, refused.stderr);
+    assertMatch(
+      refused.stderr,
+      new RegExp(`^denit: Invalid rewrite "${from}:TERM": denit never passes \\S+ on \\(.*${why}`),
+    );
+  }
+});
+
+Deno.test("with every descriptor taken, the leftovers are still found and stopped", async () => {
+  // denit may hold 48 descriptors; health clients that connect and say nothing take the rest.
+  // When the child then exits, the sweep must still read /proc (with the descriptor denit
+  // keeps in reserve) and stop the leftover, which ignores TERM. Before: it found nothing,
+  // said "survived SIGKILL" without having sent anything, and the leftover ran on.
+  const port = freePort();
+  const script = `(trap '' TERM; echo "left $(sh -c 'echo $PPID')"; exec sleep 60) &
+    trap 'exit 0' USR1; echo ready; while :; do sleep 0.05; done`;
+  const proc = new Running([
+    ...["prlimit", "--nofile=48:48"],
+    ...DENIT,
+    "-s",
+    "--kill-after",
+    "300ms",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--",
+    "sh",
+    "-c",
+    script,
+  ]);
+  const clients: Deno.TcpConn[] = [];
+  let left = 0;
+  try {
+    left = Number(proc.line(await proc.waitFor(/^left \d+$/)).split(" ")[1]);
+    await proc.waitFor(/^ready$/);
+    for (let i = 0; i < 60; i++) clients.push(await Deno.connect({ hostname: "127.0.0.1", port }));
+    await waitUntil(() => countFds(proc.child.pid) >= 48, "denit's descriptors all taken");
+    proc.kill("SIGUSR1");
+    const status = await proc.status();
+    assertEquals(status.code, 0, status.stderr);
+    assertOk(!exists(left) || processState(left) === "Z", `the leftover ran on: ${status.stderr}`);
+    assertMatch(status.stderr, /SIGKILL to leftovers still running after 300ms: \d+ \(sleep\)/);
+  } finally {
+    for (const client of clients) client.close();
+    await proc.stop();
+    cleanup([left]);
   }
 });

@@ -7,6 +7,7 @@
 
 import { assertEquals, assertMatch, assertOk, defined } from "./assert.ts";
 import {
+  CAN_UNSHARE,
   DENIT,
   denitArgv,
   denitPid,
@@ -491,6 +492,41 @@ Deno.test({
   },
 });
 
+Deno.test({
+  name: "termination message: on a read-only filesystem the warn line says so",
+  ignore: !CAN_UNSHARE, // mounting needs root
+  fn: async () => {
+    const dir = await Deno.makeTempDir();
+    try {
+      // A private mount namespace with a read-only tmpfs on `dir`: no file there, none creatable.
+      const result = await run([
+        "unshare",
+        "--mount",
+        "sh",
+        "-c",
+        `mount -t tmpfs -o ro tmpfs "$1" && shift && exec "$@"`,
+        "mount-ro",
+        dir,
+        ...DENIT,
+        "-s",
+        "--termination-log",
+        `${dir}/report`,
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+      ]);
+      assertEquals(result.code, 3, result.stderr);
+      assertMatch(
+        result.stderr,
+        /warn: cannot write the termination message to .*\/report: Read-only file system \(os error 30\)\n$/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
 Deno.test("termination message: at most 4096 bytes, cut on a character boundary", () => {
   const long = formatReport({
     exitCode: 1,
@@ -675,4 +711,19 @@ Deno.test("log lines never interleave mid-line with the child's output on a shar
   }
   assertEquals(child, 300);
   assertOk(denit >= 20, `${denit} denit lines`);
+});
+
+Deno.test("a process name with a newline cannot forge a log line: control characters escaped", async () => {
+  // The child names itself (15 bytes at most) with a newline and the start of a forged line;
+  // the grace period's warn line names it.
+  const script = `printf 'x\\ndenit[1] err' > /proc/self/comm; trap '' TERM; kill -TERM $PPID; ` +
+    "while :; do sleep 0.05; done";
+  const result = await run([...DENIT, "-s", "--grace", "200ms", "--", "sh", "-c", script]);
+  assertEquals(result.code, 137, result.stderr);
+  const lines = result.stderr.split("\n");
+  assertOk(
+    lines.every((line) => line === "" || /^denit\[\d+\] (error|warn|info|debug): /.test(line)),
+  );
+  assertOk(!lines.some((line) => line.startsWith("denit[1] err")), result.stderr);
+  assertMatch(result.stderr, /SIGKILL to \d+ \(x\\ndenit\[1\] err\)/);
 });

@@ -359,7 +359,7 @@ Deno.test("--user: names from /etc/passwd and /etc/group, supplementary groups, 
     const numbers = resolveUser("1001:123", root);
     assertEquals([numbers.uid, numbers.gid, numbers.home], [1001, 123, "/home/runner"]);
     const unknown = resolveUser("4242", root);
-    assertEquals([unknown.uid, unknown.gid, unknown.groups, unknown.home], [4242, 0, [0], null]);
+    assertEquals([unknown.uid, unknown.gid, unknown.groups, unknown.home], [4242, 0, [0], "/"]);
     for (
       const [spec, message] of [
         ["nobody-here", /Unknown user "nobody-here"/],
@@ -462,8 +462,8 @@ Deno.test("--user 1001:123 (ARC's runner) works with numbers that have no entrie
   assertMatch(result.stdout, /^Uid:\s+54321\s+54321\s+54321\s+54321$/m);
   assertMatch(result.stdout, /^Gid:\s+123\s+123\s+123\s+123$/m);
   assertMatch(result.stdout, /^Groups:\s+123\s*$/m);
-  // No passwd entry: HOME is left as it was (Docker's --user UID does the same).
-  assertMatch(result.stdout, /^home \/root$/m);
+  // No passwd entry: HOME=/, as Docker's --user UID gives it.
+  assertMatch(result.stdout, /^home \/$/m);
 });
 
 // ---------------------------------------------------------------- --ready-when

@@ -19,9 +19,22 @@ export interface Logger {
   enabled(level: LogLevel): boolean;
 }
 
+/** Control characters (a newline in a process name, say) as visible escapes: a line stays one. */
+function escapeControls(text: string): string {
+  // deno-lint-ignore no-control-regex -- finding control characters is the point
+  return text.replace(/[\u0000-\u001f\u007f]/g, (char) => {
+    const code = char.charCodeAt(0);
+    if (code === 10) return "\\n";
+    if (code === 13) return "\\r";
+    if (code === 9) return "\\t";
+    return `\\x${code.toString(16).padStart(2, "0")}`;
+  });
+}
+
 function formatValue(value: string | number | boolean): string {
   const text = String(value);
-  return /^[^\s"=]+$/.test(text) ? text : JSON.stringify(text);
+  // deno-lint-ignore no-control-regex -- a value with control characters is quoted, escaped
+  return /^[^\s"=\u0000-\u001f\u007f]+$/.test(text) ? text : JSON.stringify(text);
 }
 
 /** Formats one line without writing it (exported for tests). */
@@ -35,7 +48,7 @@ export function formatLine(
     .filter((entry): entry is [string, string | number | boolean] => entry[1] !== undefined)
     .map(([key, value]) => ` ${key}=${formatValue(value)}`)
     .join("");
-  return `denit[${pid}] ${level}: ${message}${tail}`;
+  return `denit[${pid}] ${level}: ${escapeControls(message)}${tail}`;
 }
 
 /** How lines look: `denit[PID] level: message key=value`, or one JSON object per line. */

@@ -17,7 +17,8 @@ import {
 import { parseDuration } from "../common/duration.ts";
 import { UsageError } from "../common/errors.ts";
 import { LOG_LEVELS, type LogFormat, type LogLevel } from "../common/log.ts";
-import { parseSignal } from "../common/signals.ts";
+import { parseSignal, signalName } from "../common/signals.ts";
+import { FORWARDED, SIGNAL_TABLE } from "./signals.ts";
 
 /** The child's soft limit of open files: as the runtime left it, the hard limit, or a number. */
 export type FileLimitSetting =
@@ -215,7 +216,16 @@ function parseRewrite(text: string): [number, number] {
   if (parts.length !== 2 || from === undefined || to === undefined) {
     throw new RangeError(`Invalid rewrite "${text}": use FROM:TO`);
   }
-  return [parseSignal(from), to.trim() === "0" ? 0 : parseSignal(to)];
+  const signo = parseSignal(from);
+  // FROM must be a signal denit receives and passes on; any other rewrite would never apply.
+  if (!FORWARDED.some((row) => row.signo === signo)) {
+    const row = SIGNAL_TABLE.find((r) => r.signo === signo);
+    const why = row === undefined ? "Deno cannot listen for real-time signals" : row.why;
+    throw new RangeError(
+      `Invalid rewrite "${text}": denit never passes ${signalName(signo)} on (${why})`,
+    );
+  }
+  return [signo, to.trim() === "0" ? 0 : parseSignal(to)];
 }
 
 function parseExitCode(text: string): number {

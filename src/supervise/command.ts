@@ -7,7 +7,10 @@
 import { ExitCode } from "../common/exit_codes.ts";
 import { canExecute, Errno, errnoMessage, pathExists } from "../sys/process.ts";
 
-/** The command cannot be started; `exitCode` is 126 or 127 as in the shell convention. */
+/**
+ * The command cannot be started; `exitCode` is 126 or 127 as in the shell convention, or 125
+ * when the system refused a new process (denit could not start it, whatever the command).
+ */
 export class ExecError extends Error {
   override name = "ExecError";
   constructor(message: string, readonly exitCode: number) {
@@ -125,6 +128,14 @@ export function execFailure(name: string, path: Uint8Array, errno: number): Exec
         `for "${interpreter.slice(0, -1)}\\r"; convert the file to LF line ends`
       : `its interpreter "${interpreter}" is missing`;
     return new ExecError(`Cannot start "${name}": ${what}`, ExitCode.NOT_FOUND);
+  }
+  if (errno === Errno.EAGAIN) {
+    // clone(2) refused: the cgroup's pids.max, or RLIMIT_NPROC of a non-root user.
+    return new ExecError(
+      `Cannot start "${name}": no new process allowed (resource temporarily unavailable): ` +
+        `the limit on processes is reached (the cgroup's pids.max, or RLIMIT_NPROC)`,
+      ExitCode.INTERNAL,
+    );
   }
   if (errno === Errno.ENOEXEC) {
     const script = !looksBinary(readHead(path)) && kindOf(FALLBACK_SHELL) !== "file";

@@ -5,6 +5,17 @@
  * own children are found from there), which costs nothing like a scan of every process.
  */
 
+/** This process has no file descriptor left: /proc cannot be read until one is freed. */
+export class DescriptorsExhausted extends Error {
+  override name = "DescriptorsExhausted";
+}
+
+/** EMFILE or ENFILE, as Deno words them. */
+function exhaustion(err: unknown): DescriptorsExhausted | null {
+  if (!(err instanceof Error) || !/\(os error 2[34]\)/.test(err.message)) return null;
+  return new DescriptorsExhausted(err.message.split("\n")[0], { cause: err });
+}
+
 /** A process found in /proc. */
 export interface ProcessInfo {
   readonly pid: number;
@@ -23,15 +34,19 @@ function childrenOf(pid: number | "self"): number[] {
   let tasks: Iterable<Deno.DirEntry>;
   try {
     tasks = Deno.readDirSync(`/proc/${pid}/task`);
-  } catch {
+  } catch (err: unknown) {
+    const exhausted = exhaustion(err);
+    if (exhausted !== null) throw exhausted;
     return found; // Gone, or no /proc: nothing more to find below it.
   }
   for (const task of tasks) {
     try {
       const text = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`);
       for (const word of text.split(" ")) if (word.trim() !== "") found.push(Number(word));
-    } catch {
+    } catch (err: unknown) {
       // The thread ended while we looked: it had no children of its own to report.
+      const exhausted = exhaustion(err);
+      if (exhausted !== null) throw exhausted;
     }
   }
   return found;
@@ -58,8 +73,10 @@ export function otherProcesses(): number[] {
         found.push(Number(entry.name));
       }
     }
-  } catch {
+  } catch (err: unknown) {
     // No /proc mounted: nothing to name.
+    const exhausted = exhaustion(err);
+    if (exhausted !== null) throw exhausted;
   }
   return found;
 }
@@ -79,7 +96,9 @@ export function describeProcess(pid: number): ProcessInfo {
       pgid: Number(pgrp),
       ppid: Number(ppid),
     };
-  } catch {
+  } catch (err: unknown) {
+    const exhausted = exhaustion(err);
+    if (exhausted !== null) throw exhausted;
     return { pid, name: "?", state: "?", pgid: 0, ppid: 0 }; // Ended while we looked.
   }
 }

@@ -238,7 +238,7 @@ async function supervise(
   runAs: RunAs | null,
 ): Promise<number> {
   // As gosu and su-exec do: the child's HOME is the user's (when passwd names one).
-  if (runAs !== null && runAs.home !== null) Deno.env.set("HOME", runAs.home);
+  if (runAs !== null) Deno.env.set("HOME", runAs.home);
   let failure: { code: number; message: string } | null = null;
   // From here on a throw nobody catches must not end denit: the child may be running.
   keepGoing(log);

@@ -19,6 +19,7 @@ import {
   hasTerminated,
   ignoreSignal,
   isControllingTerminal,
+  isSubreaper,
   resetIfIgnored,
   sendSignal,
   setParentDeathSignal,
@@ -29,7 +30,13 @@ import {
 import { type Config, DEFAULT_FILE_LIMIT, type FileLimitSetting } from "./cli.ts";
 import { execFailure, type Executable, resolveCommand, shellFallback } from "./command.ts";
 import type { SignalInbox } from "./inbox.ts";
-import { descendants, describeProcess, formatProcesses, otherProcesses } from "./leftovers.ts";
+import {
+  descendants,
+  describeProcess,
+  DescriptorsExhausted,
+  formatProcesses,
+  otherProcesses,
+} from "./leftovers.ts";
 import {
   deadlineGraceMs,
   type Effect,
@@ -81,6 +88,15 @@ export function childFileLimit(
       return current.hard === null
         ? DEFAULT_FILE_LIMIT
         : Math.min(DEFAULT_FILE_LIMIT, current.hard);
+  }
+}
+
+/** /dev/null, held as denit's spare descriptor; null if even that cannot be had. */
+function openReserve(): Deno.FsFile | null {
+  try {
+    return Deno.openSync("/dev/null", { read: true });
+  } catch {
+    return null; // no /dev/null or no descriptor: nothing to spare later either
   }
 }
 
@@ -161,6 +177,10 @@ export class Supervisor {
   #jobs: JobHost | null = null;
   #jobCounts: JobCounts | null = null;
   #lastSweepMs = -Infinity;
+  /** A descriptor held back for reading /proc when all the others are taken (see #spare). */
+  #reserve: Deno.FsFile | null = null;
+  /** Orphans come to denit: it is PID 1 or a subreaper (its own, or made one by its parent). */
+  #adopts = false;
   /** `--user`: the thread that spawned the child, kept until the child ended. */
   #spawner: Spawner | null = null;
   #sweepTimer: ReturnType<typeof setTimeout> | null = null;
@@ -305,15 +325,20 @@ export class Supervisor {
 
   #prepareProcess(): void {
     const { pdeathsig, subreaper } = this.#config;
+    this.#reserve = openReserve();
     if (pdeathsig !== null) {
       const result = setParentDeathSignal(pdeathsig);
       if (!result.ok) this.#log.warn("cannot set parent-death signal", { errno: result.errno });
     }
-    if (Deno.pid !== 1 && !subreaper) {
+    // A parent may have made denit a subreaper before exec (prctl is kept across it): then it
+    // adopts orphans already, as tini finds with PR_GET_CHILD_SUBREAPER.
+    this.#adopts = Deno.pid === 1 || isSubreaper();
+    if (!this.#adopts && !subreaper) {
       this.#log.warn("not PID 1 and not a subreaper: orphans will not be reaped; use -s");
-    } else if (Deno.pid !== 1) {
+    } else if (!this.#adopts) {
       const result = becomeSubreaper();
-      if (!result.ok) this.#log.warn("cannot become a subreaper", { errno: result.errno });
+      if (result.ok) this.#adopts = true;
+      else this.#log.warn("cannot become a subreaper", { errno: result.errno });
     }
     for (const row of SIGNAL_TABLE) if (row.action === "ignore") ignoreSignal(row.signo);
     // Deno cannot listen for real-time signals; at their default they would end a subreaper
@@ -407,6 +432,7 @@ export class Supervisor {
     if (round.errno !== 0) this.#log.warn("waitpid failed", { errno: round.errno });
     if (round.child === null && round.othersKilled > 0) this.#refreshOomCount();
     if (round.child !== null) {
+      this.#termGroup();
       this.#spawner?.close();
       this.#spawner = null;
       this.#exitedAtMs = Date.now();
@@ -453,6 +479,40 @@ export class Supervisor {
     if (status.kind === "exited") this.#log.debug(explanation.text, fields);
     else if (explanation.cause === "forwarded") this.#log.info(explanation.text, fields);
     else this.#log.warn(explanation.text, fields);
+  }
+
+  /**
+   * Reads /proc for what to stop even when denit has no descriptor left (health clients took
+   * them all, say): a read that fails for that reason is tried again with the reserved one
+   * freed, which is taken back after. Without it the sweep would find nothing and stop nothing.
+   */
+  #spare<T>(work: () => T): T {
+    try {
+      return work();
+    } catch (err: unknown) {
+      if (!(err instanceof DescriptorsExhausted) || this.#reserve === null) throw err;
+      this.#reserve.close();
+      this.#reserve = null;
+      try {
+        return work();
+      } finally {
+        this.#reserve = openReserve();
+      }
+    }
+  }
+
+  /**
+   * `-g` where orphans do not come to denit: what the child left in its process group gets
+   * SIGTERM when it ends, as dumb-init sends it (as PID 1 or a subreaper, the leftover sweep
+   * reaches them, each once).
+   */
+  #termGroup(): void {
+    if (!this.#config.group || this.#adopts || this.#groupSignals.has(SIGTERM)) return;
+    if (sendSignal(this.#target, SIGTERM).ok) {
+      this.#log.info("SIGTERM to what the child left in its process group", {
+        group: -this.#target,
+      });
+    }
   }
 
   /** Reads the OOM-kill count as it is now, while the child lives (see #oomKillsBefore). */
@@ -593,7 +653,7 @@ export class Supervisor {
       return;
     }
     let hit = 0;
-    for (const pid of descendants()) if (sendSignal(pid, signo).ok) hit++;
+    for (const pid of this.#spare(descendants)) if (sendSignal(pid, signo).ok) hit++;
     if (hit > 0) this.#count(signo);
     this.#log.info("signal sent to descendants", { signal: signalName(signo), count: hit });
   }
@@ -606,7 +666,9 @@ export class Supervisor {
   #forceKill(target: number): void {
     // Named before they are killed: afterwards only zombies (or nothing) are left to read.
     const child = this.#state.name === "starting" ? null : this.#state.pid;
-    const victims = (Deno.pid === 1 ? otherProcesses() : descendants()).map(describeProcess);
+    const victims = this.#spare(() =>
+      (Deno.pid === 1 ? otherProcesses() : descendants()).map(describeProcess)
+    );
     const first = victims.filter((p) => p.pid === child);
     const named = [...first, ...victims.filter((p) => p.pid !== child)];
     const { graceMs, timeoutMs } = this.#config;
@@ -651,7 +713,9 @@ export class Supervisor {
     if (Deno.pid === 1 && signo === SIGKILL) {
       // kill(2): pid -1 reaches every process denit may signal, except itself, with no race
       // against fork; repeated for what was forked or reparented since.
-      const named = announce && !sent.has(-1) ? otherProcesses().map(describeProcess) : [];
+      const named = announce && !sent.has(-1)
+        ? this.#spare(() => otherProcesses().map(describeProcess))
+        : [];
       sent.add(-1);
       if (!sendSignal(-1, signo).ok) return;
       if (named.length > 0) this.#warnKill(named);
@@ -660,10 +724,13 @@ export class Supervisor {
     // Each process once: a group that got this signal forwarded already had it (-g), and a
     // process found again in a later sweep is not signalled twice.
     const groupDone = this.#groupSignals.has(signo) ? -this.#target : 0;
-    const found = new Set([...known, ...(Deno.pid === 1 ? otherProcesses() : descendants())]);
+    const found = new Set([
+      ...known,
+      ...this.#spare(() => Deno.pid === 1 ? otherProcesses() : descendants()),
+    ]);
     const fresh = [...found].filter((pid) => !sent.has(pid));
     for (const pid of fresh) sent.add(pid);
-    const infos = fresh.map(describeProcess).filter((p) =>
+    const infos = this.#spare(() => fresh.map(describeProcess)).filter((p) =>
       p.state !== "Z" && p.state !== "?" && p.pgid !== groupDone
     );
     const hit = infos.filter((p) => sendSignal(p.pid, signo).ok);
@@ -688,7 +755,14 @@ export class Supervisor {
 
   #finish(exitCode: number, outcome: Outcome): void {
     if (outcome === "abandoned") {
-      const left = (Deno.pid === 1 ? otherProcesses() : descendants()).map(describeProcess);
+      let left: ReturnType<typeof describeProcess>[] = [];
+      try {
+        left = this.#spare(() =>
+          (Deno.pid === 1 ? otherProcesses() : descendants()).map(describeProcess)
+        );
+      } catch {
+        // They cannot be named (no descriptor at all): denit exits all the same.
+      }
       const names = left.length === 0 ? "" : `: ${formatProcesses(left)}`;
       this.#log.warn(`leftover processes survived SIGKILL; exiting anyway${names}`);
     } else if (outcome === "lost") {

@@ -52,12 +52,16 @@ async function writeWhole(path: string, bytes: Uint8Array): Promise<void> {
   // device is written to, never swapped for a file.
   const existing = await Deno.lstat(path).catch(() => null);
   const replaceable = existing === null || existing.isFile;
-  if (replaceable && await replace(path, bytes)) return;
+  const failure = replaceable ? await replace(path, bytes) : null;
+  if (replaceable && failure === null) return;
+  // With no file to write into, why the new one could not be made is the answer (a read-only
+  // filesystem, say), not that the file does not exist.
+  if (existing === null && failure !== null) throw failure;
   await writeInto(path, bytes);
 }
 
-/** A temporary file beside `path`, renamed over it; false if that cannot be done here. */
-async function replace(path: string, bytes: Uint8Array): Promise<boolean> {
+/** A temporary file beside `path`, renamed over it; null, or why that cannot be done here. */
+async function replace(path: string, bytes: Uint8Array): Promise<unknown> {
   const slash = path.lastIndexOf("/");
   const dir = slash <= 0 ? (slash === 0 ? "/" : ".") : path.slice(0, slash);
   const suffix = crypto.getRandomValues(new Uint32Array(1))[0]?.toString(16) ?? "0";
@@ -65,10 +69,10 @@ async function replace(path: string, bytes: Uint8Array): Promise<boolean> {
   try {
     await Deno.writeFile(temporary, bytes, { mode: 0o644, createNew: true });
     await Deno.rename(temporary, path);
-    return true;
-  } catch {
+    return null;
+  } catch (err: unknown) {
     await Deno.remove(temporary).catch(() => {/* never made, or renamed already */});
-    return false;
+    return err;
   }
 }
 
@@ -136,7 +140,9 @@ export async function writeTerminationLog(
       );
     }
   } catch (err: unknown) {
-    const reason = err instanceof Error ? err.message.split("\n")[0] : String(err);
+    // Deno's "Read-only file system (os error 30): writefile '...'": the system's words only.
+    const text = err instanceof Error ? err.message.split("\n")[0] ?? "" : String(err);
+    const reason = text.replace(/: [a-z]+ '.*'$/, "");
     log.warn(`cannot write the termination message to ${path}: ${reason}`);
   } finally {
     clearTimeout(timer);

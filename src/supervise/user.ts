@@ -2,8 +2,8 @@
  * `--user USER[:GROUP]`: names from the container's own /etc/passwd and /etc/group (no NSS, no
  * shell), numbers without them. Without GROUP, the user's primary group and the groups that
  * list the user as a member (as initgroups(3) does); with GROUP, that group alone. HOME comes
- * from /etc/passwd, as gosu and su-exec set it; a number with no entry keeps gid 0, as Docker's
- * `--user UID` does.
+ * from /etc/passwd, as gosu and su-exec set it; a number with no entry gets gid 0 and HOME=/,
+ * as Docker's `--user UID` does.
  */
 
 /** Who the child runs as. */
@@ -11,8 +11,8 @@ export interface RunAs {
   readonly uid: number;
   readonly gid: number;
   readonly groups: readonly number[];
-  /** HOME from /etc/passwd; null when the user has no entry. */
-  readonly home: string | null;
+  /** HOME from /etc/passwd; "/" when the user has no entry (as Docker). */
+  readonly home: string;
   /** For /status: the spec as given. */
   readonly spec: string;
 }
@@ -97,7 +97,8 @@ export function resolveUser(spec: string, root = ""): RunAs {
     uid,
     gid,
     groups: [...new Set(supplementary)],
-    home: entry?.home ?? null,
+    // No entry: "/", as Docker gives a --user UID that its image's passwd does not list.
+    home: entry?.home ?? "/",
     spec,
   };
 }

@@ -14,6 +14,7 @@ export const Errno = Object.freeze({
   ENOENT: 2,
   ESRCH: 3,
   EINTR: 4,
+  EAGAIN: 11,
   ENOEXEC: 8,
   ECHILD: 10,
   EACCES: 13,
@@ -31,6 +32,7 @@ const POSIX_SPAWN_SETSIGDEF = 0x04; // spawn.h
 const POSIX_SPAWN_SETSIGMASK = 0x08; // spawn.h
 const PR_SET_PDEATHSIG = 1; // linux/prctl.h
 const PR_SET_CHILD_SUBREAPER = 36; // linux/prctl.h
+const PR_GET_CHILD_SUBREAPER = 37; // linux/prctl.h
 const SIG_DFL = 0n; // bits/signum-generic.h: ((__sighandler_t) 0)
 const SIG_IGN = 1n; // bits/signum-generic.h: ((__sighandler_t) 1)
 const SIG_ERR = 0xffffffffffffffffn; // ((__sighandler_t) -1)
@@ -146,6 +148,16 @@ export function sendSignal(pid: number, signo: number): CallResult {
 /** prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned descendants are reparented to this process. */
 export function becomeSubreaper(): CallResult {
   return checked(libc.prctl(PR_SET_CHILD_SUBREAPER, 1n, 0n, 0n, 0n));
+}
+
+// Larger than V8 keeps on its heap: its address does not move while prctl writes to it.
+const subreaperFlag = new Int32Array(32);
+
+/** prctl(PR_GET_CHILD_SUBREAPER): whether this process already adopts orphans (its parent set it). */
+export function isSubreaper(): boolean {
+  subreaperFlag[0] = 0;
+  const address = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(subreaperFlag)));
+  return libc.prctl(PR_GET_CHILD_SUBREAPER, address, 0n, 0n, 0n) === 0 && subreaperFlag[0] !== 0;
 }
 
 /** prctl(PR_SET_PDEATHSIG, signo): get signo when the parent that started us dies. */
