@@ -11,7 +11,7 @@ export DENO_NO_UPDATE_CHECK := 1
 PERMS := $(shell cat bin/permissions)
 SOURCES := $(shell find mod.ts init.ts src -name '*.ts')
 
-.PHONY: setup bundle compile demo test test-compiled fmt lint check unit clean rootfs bench
+.PHONY: setup bundle compile demo test test-compiled fmt lint check unit clean rootfs bench image
 # The denit the process-level tests run: unset for the bundle on the project's runtime, or an
 # executable (make test DENIT_EXE=dist/denit).
 ifneq ($(DENIT_EXE),)
@@ -33,7 +33,15 @@ $(DENO):
 	chmod 755 $(DENO).tmp && mv $(DENO).tmp $(DENO)
 	$(DENO) --version | head -1
 
-bundle: dist/denit.js dist/denit-jobs.js
+bundle: dist/denit.js dist/denit-jobs.js dist/denit-launch
+
+# The bundle form's /denit: a small C launcher that starts the runtime on the bundle beside it
+# (launch/denit.c). Static, so that it needs nothing but itself where it is copied to.
+dist/denit-launch: launch/denit.c
+	@command -v gcc >/dev/null || { echo "make: gcc (and libc6-dev) builds denit's launcher" >&2; exit 1; }
+	mkdir -p dist
+	gcc -O2 -Wall -Wextra -Werror -static -o dist/denit-launch.tmp launch/denit.c
+	mv dist/denit-launch.tmp dist/denit-launch
 
 dist/denit.js: $(DENO) $(SOURCES) deno.json
 	mkdir -p dist
@@ -65,8 +73,13 @@ test-compiled: compile
 # The shell-less stand-in for the distroless image: Deno, its libraries, the bundle.
 rootfs: bundle
 	$(DENO) run --allow-all --no-config fixtures/rootfs.ts denit dist/rootfs $(DENO) dist/denit.js \
-	  $(DENIT_EXE)
+	  $(if $(DENIT_EXE),$(DENIT_EXE),dist/denit-launch)
 	@echo "dist/rootfs: $$(find dist/rootfs -type f | wc -l) files, no shell"
+
+# A local image `denit` of the rootfs form (no deno compile needed): with docker, else podman.
+ENGINE ?= $(shell command -v docker >/dev/null && docker info >/dev/null 2>&1 && echo docker || echo podman)
+image: rootfs
+	$(ENGINE) build -q -t denit -f launch/rootfs.Dockerfile dist/rootfs
 
 # Installs the baselines and tools it needs, then measures everything in one run (< 10 min).
 bench: bundle

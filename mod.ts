@@ -18,6 +18,8 @@ import {
   workerName,
 } from "./src/common/workers.ts";
 
+import { launchInfo } from "./src/common/runtime.ts";
+
 export { ExitCode } from "./src/common/exit_codes.ts";
 
 /**
@@ -41,6 +43,15 @@ export async function main(args: readonly string[]): Promise<number> {
     return await (await import("./src/jobs/bridge.ts")).bridgeMain(args.slice(1));
   }
   const inbox = SignalInbox.open();
+  // denit's launcher blocked these signals while the runtime booted: they waited, and now
+  // that every listener exists the kernel delivers what is pending.
+  const launch = launchInfo();
+  if (launch !== null) {
+    const process = await import("./src/sys/process.ts");
+    process.unblockSignals(inbox.signals);
+    // On a terminal the launcher lent the runtime /dev/null as stderr while it booted.
+    if (launch.stderr !== null) process.moveDescriptor(launch.stderr, 2);
+  }
   const { superviseMain } = await import("./src/supervise/main.ts");
   return await superviseMain(args, {
     inbox,

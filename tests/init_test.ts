@@ -23,18 +23,17 @@ Deno.test("init: the runnable denit and --with files; the copy supervises", asyn
     await Deno.writeTextFile(`${dir}/extra.sh`, "#!/bin/sh\nexit 7\n", { mode: 0o755 });
     const result = await run([...DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(result.code, 0, result.stderr);
-    // The compiled binary copies itself; the bundle copies the runtime and the bundle.
+    // The compiled binary copies itself; the bundle form its launcher as denit, the runtime,
+    // the bundle and the job service's half. Either way the entrypoint is DEST/denit.
     assertEquals(
       names(`${dir}/shared`),
-      COMPILED ? ["denit", "extra.sh"] : ["denit.js", "deno", "extra.sh"],
+      COMPILED ? ["denit", "extra.sh"] : ["denit", "denit-jobs.js", "denit.js", "deno", "extra.sh"],
     );
     const entrypoint = entrypointOf(result.stdout);
-    assertEquals(entrypoint[0], `${dir}/shared/${COMPILED ? "denit" : "deno"}`);
-    if (!COMPILED) assertEquals(entrypoint.at(-2), `${dir}/shared/denit.js`);
-    assertEquals(
-      (await Deno.stat(`${dir}/shared/${COMPILED ? "denit" : "deno"}`)).mode! & 0o777,
-      0o755,
-    );
+    assertEquals(entrypoint, [`${dir}/shared/denit`, "--"]);
+    for (const file of COMPILED ? ["denit"] : ["denit", "deno"]) {
+      assertEquals((await Deno.stat(`${dir}/shared/${file}`)).mode! & 0o777, 0o755, file);
+    }
     // Run from the copy, as a main container would: exit status and a forwarded signal.
     const exit = await run([...entrypoint, `${dir}/shared/extra.sh`], {
       env: { DENIT_SUBREAPER: "1" },
@@ -47,7 +46,7 @@ Deno.test("init: the runnable denit and --with files; the copy supervises", asyn
     // A restarted init container: nothing rewritten.
     const again = await run([...DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(again.code, 0, again.stderr);
-    assertMatch(again.stderr, new RegExp(`0 files, .*; ${COMPILED ? 2 : 3} unchanged`));
+    assertMatch(again.stderr, new RegExp(`0 files, .*; ${COMPILED ? 2 : 5} unchanged`));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

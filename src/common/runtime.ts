@@ -40,6 +40,55 @@ export function undoRuntimeEnvironment(): EnvironmentRepair {
   return { removed: [SHIM_ACTIVE, first] };
 }
 
+/**
+ * The variable in which denit's launcher (launch/denit.c) names its memfd, itself and, on a
+ * terminal, the real stderr it kept: "FD:PATH" or "FD:PATH:STDERR_FD".
+ */
+export const LAUNCH_VARIABLE = "DENIT_LAUNCH";
+
+/** What DENIT_LAUNCH says; null without the launcher. */
+export function launchInfo(): { memfd: number; path: string; stderr: number | null } | null {
+  const value = Deno.env.get(LAUNCH_VARIABLE);
+  if (value === undefined) return null;
+  const [memfd = "", path = "", stderr] = value.split(":");
+  if (!/^\d+$/.test(memfd) || path === "") return null;
+  return {
+    memfd: Number(memfd),
+    path,
+    stderr: stderr !== undefined && /^\d+$/.test(stderr) ? Number(stderr) : null,
+  };
+}
+
+/** The launcher that started this runtime, if one did. */
+export function launcherPath(): string | null {
+  return launchInfo()?.path ?? null;
+}
+
+/** What the launcher set aside and what it added, from the memfd's bytes. */
+export interface LaunchEnvironment {
+  /** "NAME=VALUE" entries moved out of the runtime's way, as raw bytes. */
+  readonly moved: readonly Uint8Array[];
+  /** Variables the launcher set for the runtime. */
+  readonly added: readonly string[];
+}
+
+/** Parses the memfd: NUL-ended entries, an empty one, then NUL-ended names. */
+export function parseLaunchEnvironment(bytes: Uint8Array): LaunchEnvironment {
+  const moved: Uint8Array[] = [];
+  const added: string[] = [];
+  let inAdded = false;
+  for (let start = 0; start < bytes.length;) {
+    let end = bytes.indexOf(0, start);
+    if (end < 0) end = bytes.length;
+    const entry = bytes.subarray(start, end);
+    if (entry.length === 0 && !inAdded) inAdded = true;
+    else if (inAdded) added.push(new TextDecoder().decode(entry));
+    else moved.push(entry);
+    start = end + 1;
+  }
+  return { moved, added };
+}
+
 /** True when NODE_OPTIONS asks for an inspector (what `deno run` reads, cli/args/flags.rs). */
 export function asksForInspector(nodeOptions: string | undefined): boolean {
   if (nodeOptions === undefined) return false;

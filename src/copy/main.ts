@@ -3,7 +3,7 @@
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { printErr, printOut } from "../common/log.ts";
-import { RUN_FLAGS } from "../common/runtime.ts";
+import { launcherPath, RUN_FLAGS } from "../common/runtime.ts";
 import { parseSignal } from "../common/signals.ts";
 import {
   AT_FDCWD,
@@ -50,6 +50,15 @@ export function rootsFor(sources: readonly string[]): Root[] {
   });
 }
 
+/** The path, if a file is there. */
+function existing(path: string): string | null {
+  try {
+    return Deno.statSync(path).isFile ? path : null;
+  } catch {
+    return null; // not there: this form goes without it
+  }
+}
+
 /** What `denit init` copies for the form denit runs in, and the entrypoint that results. */
 export function initTargets(dest: string): { targets: Target[]; entrypoint: string[] } {
   const target = resolve(dest);
@@ -68,9 +77,21 @@ export function initTargets(dest: string): { targets: Target[]; entrypoint: stri
   }
   const main = new URL(Deno.mainModule).pathname;
   if (main.endsWith(".js")) {
+    // The launcher (this process's, else dist/denit-launch beside the bundle) makes the
+    // entrypoint DEST/denit, as for the compiled binary; the job service's half goes along.
+    const launcher = launcherPath() ?? existing(join(dirname(main), "denit-launch"));
+    const jobs = existing(join(dirname(main), "denit-jobs.js"));
+    const roots = [
+      root(runtime, "deno"),
+      root(main, "denit.js"),
+      ...(jobs === null ? [] : [root(jobs, "denit-jobs.js")]),
+      ...(launcher === null ? [] : [root(launcher, "denit")]),
+    ];
     return {
-      targets: [{ dest: target, roots: [root(runtime, "deno"), root(main, "denit.js")] }],
-      entrypoint: [join(target, "deno"), ...RUN_FLAGS, join(target, "denit.js"), "--"],
+      targets: [{ dest: target, roots }],
+      entrypoint: launcher === null
+        ? [join(target, "deno"), ...RUN_FLAGS, join(target, "denit.js"), "--"]
+        : [join(target, "denit"), "--"],
     };
   }
   // From source: the runtime plus denit's module files.

@@ -59,6 +59,11 @@ export class SignalInbox {
     else this.#consumer(signo);
   }
 
+  /** The signals listened to. */
+  get signals(): number[] {
+    return listenOrder().map((row) => row.signo);
+  }
+
   /** Signals kept so far, oldest first. */
   get pending(): readonly number[] {
     return this.#pending;

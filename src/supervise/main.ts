@@ -11,7 +11,12 @@ import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
 import type { JobsChannel, JobsStarter } from "../common/jobs.ts";
 import type { Snapshot, SupervisorSettings } from "../common/snapshot.ts";
-import { asksForInspector, undoRuntimeEnvironment } from "../common/runtime.ts";
+import {
+  asksForInspector,
+  launchInfo,
+  parseLaunchEnvironment,
+  undoRuntimeEnvironment,
+} from "../common/runtime.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, OPTIONS, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { SignalInbox } from "./inbox.ts";
@@ -53,12 +58,43 @@ function describe(err: unknown): string {
   return err.message.split("\n")[0] ?? "";
 }
 
+/**
+ * Under denit's launcher (launch/denit.c), puts back the environment the container gave: the
+ * variables the launcher set for the runtime are removed, and those it moved out of the
+ * runtime's way come back byte for byte, so that the child gets every one of them unchanged.
+ * Returns the names put back; nothing without the launcher.
+ */
+async function restoreLaunchEnvironment(): Promise<string[]> {
+  const fd = launchInfo()?.memfd;
+  if (fd === undefined) return [];
+  const { closeDescriptor, setEnvironment } = await import("../sys/process.ts");
+  let bytes: Uint8Array;
+  try {
+    bytes = await Deno.readFile(`/proc/self/fd/${fd}`);
+  } catch {
+    return []; // not the launcher's memfd after all: nothing to put back
+  } finally {
+    closeDescriptor(Number(fd)); // the child must not inherit it
+  }
+  const launch = parseLaunchEnvironment(bytes);
+  for (const name of launch.added) Deno.env.delete(name);
+  const restored: string[] = [];
+  for (const entry of launch.moved) {
+    const equals = entry.indexOf(0x3d); // "="
+    if (equals <= 0) continue;
+    setEnvironment(entry.subarray(0, equals), entry.subarray(equals + 1));
+    restored.push(new TextDecoder().decode(entry.subarray(0, equals)));
+  }
+  return restored;
+}
+
 /** Runs denit with the given arguments (without the program name); resolves to the exit code. */
 export async function superviseMain(
   args: readonly string[],
   context: SuperviseContext,
 ): Promise<number> {
   // Before anything reads the environment: the child must get the container's, unchanged.
+  const restored = await restoreLaunchEnvironment();
   const repair = undoRuntimeEnvironment();
   let invocation;
   try {
@@ -90,6 +126,9 @@ export async function superviseMain(
   }
   const log = createLogger(config.logLevel, Deno.pid, config.logFormat);
   for (const warning of config.warnings) log.warn(warning);
+  if (restored.length > 0) {
+    log.debug("put back what the launcher kept from the runtime", { names: restored.join(",") });
+  }
   if (repair.removed.length > 0) {
     log.debug("undid the runtime's node shim in the environment", {
       removed: repair.removed.join(","),

@@ -170,6 +170,8 @@ export class Supervisor {
    * in the cgroup is not blamed on a later kill -9.
    */
   #oomKillsBefore: number | null = null;
+  /** The memory cgroup's limit (bytes); null: none, or no memory cgroup found. */
+  #memoryLimit: number | null = null;
   #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
   #exitedAtMs: number | null = null;
   #reaped = 0;
@@ -181,6 +183,8 @@ export class Supervisor {
   #reserve: Deno.FsFile | null = null;
   /** Orphans come to denit: it is PID 1 or a subreaper (its own, or made one by its parent). */
   #adopts = false;
+  /** sys/memory.ts, once the first drop of code pages loaded it. */
+  #pages: Promise<typeof import("../sys/memory.ts")> | null = null;
   /** `--user`: the thread that spawned the child, kept until the child ended. */
   #spawner: Spawner | null = null;
   #sweepTimer: ReturnType<typeof setTimeout> | null = null;
@@ -246,6 +250,7 @@ export class Supervisor {
     this.#prepareProcess();
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
     this.#memory = findMemoryCgroup();
+    this.#memoryLimit = this.#memory === null ? null : readMemoryLimit(this.#memory);
     this.#refreshOomCount();
     this.#inbox.take((signo) =>
       this.#guard("signal", () => this.#dispatch({ type: "signal-received", signo }))
@@ -279,6 +284,8 @@ export class Supervisor {
     });
     this.#dispatch({ type: "child-started", pid, target });
     void this.#reapLoop(pid);
+    // At once: a child that grows fast reaches the limit within a fraction of a second.
+    void this.#dropCodePages();
     void this.#zombieLoop();
   }
 
@@ -371,7 +378,13 @@ export class Supervisor {
     return await run(request);
   }
 
-  /** The scan's pace: a quiet delay, not a timer (see common/delay.ts); ends with denit. */
+  /**
+   * The background work after start-up, paced by quiet delays (not timers, see
+   * common/delay.ts), ending with denit: the scan for zombies denit cannot reap, and after
+   * each, under a memory limit, a drop of the runtime's idle code pages from denit's resident
+   * memory (sys/memory.ts: so that the OOM killer picks what grew, not denit; the first drop
+   * comes right after the spawn).
+   */
   async #zombieLoop(): Promise<void> {
     while (!this.#finished) {
       await quietDelay(ZOMBIE_SCAN_MS);
@@ -382,6 +395,21 @@ export class Supervisor {
         // The count stays as it was; the next scan tries again.
         this.#log.error("zombie-scan failed; denit goes on", { error: describeError(err) });
       }
+      await this.#dropCodePages();
+    }
+  }
+
+  async #dropCodePages(): Promise<void> {
+    // Only under a memory limit: without one there is no OOM killer's choice to steer.
+    if (this.#finished || this.#memoryLimit === null) return;
+    try {
+      // Loaded on first use: a run shorter than DROP_AFTER_START_MS never pays for it.
+      const memory = await (this.#pages ??= import("../sys/memory.ts"));
+      const drop = await memory.dropExecutablePages();
+      this.#log.debug("dropped the runtime's idle code pages", { mappings: drop.mappings });
+    } catch (err: unknown) {
+      // Only memory stays as it was: nothing else depends on it.
+      this.#log.debug("cannot drop code pages", { error: describeError(err) });
     }
   }
 

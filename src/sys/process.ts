@@ -165,6 +165,37 @@ export function setParentDeathSignal(signo: number): CallResult {
   return checked(libc.prctl(PR_SET_PDEATHSIG, BigInt(signo), 0n, 0n, 0n));
 }
 
+const SIG_UNBLOCK = 1; // bits/sigaction.h
+
+/**
+ * pthread_sigmask(SIG_UNBLOCK) on the calling thread: denit's launcher blocked the signals it
+ * forwards, so that one sent during the runtime's boot waited; the kernel delivers what is
+ * pending to this thread at once, and its listeners exist by now.
+ */
+export function unblockSignals(signos: readonly number[]): CallResult {
+  const set = new Uint8Array(SIGSET_BYTES);
+  for (const signo of signos) {
+    set[(signo - 1) >> 3] = (set[(signo - 1) >> 3] ?? 0) | (1 << ((signo - 1) & 7));
+  }
+  return checked(libc.pthread_sigmask(SIG_UNBLOCK, set, null));
+}
+
+/** close(2) of a descriptor Deno does not know of (one inherited from the launcher). */
+export function closeDescriptor(fd: number): CallResult {
+  return checked(libc.close(fd));
+}
+
+/** dup2(2) then close(2): `fd` becomes `target` (the launcher's kept stderr becomes fd 2). */
+export function moveDescriptor(fd: number, target: number): CallResult {
+  if (libc.dup2(fd, target) < 0) return { ok: false, errno: errno() };
+  return checked(libc.close(fd));
+}
+
+/** setenv(3) with raw bytes: a value that is not UTF-8 stays exactly as it was. */
+export function setEnvironment(name: Uint8Array, value: Uint8Array): CallResult {
+  return checked(libc.setenv(cString(name), cString(value), 1));
+}
+
 /** A signal's disposition before a change: what the process inherited. */
 export type Disposition = "default" | "ignore" | "handler";
 

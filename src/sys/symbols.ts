@@ -73,6 +73,12 @@ export const PROCESS_SYMBOLS = {
   },
   access: { parameters: ["buffer", "i32"], result: "i32" }, // const char *pathname, int mode
   tcgetpgrp: { parameters: ["i32"], result: "i32" }, // int fd
+  close: { parameters: ["i32"], result: "i32" }, // int fd
+  dup2: { parameters: ["i32", "i32"], result: "i32" }, // int oldfd, int newfd
+  // int pthread_sigmask(int how, const sigset_t *set, sigset_t *oldset): this thread's mask.
+  pthread_sigmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
+  // int setenv(const char *name, const char *value, int overwrite): raw bytes, not only UTF-8.
+  setenv: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
   strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
   environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
@@ -265,4 +271,11 @@ export const DATAGRAM_SYMBOLS = {
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
   close: { parameters: ["i32"], result: "i32" }, // int fd
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The runtime's resident code pages: the supervisor drops them after start-up (memory.ts). */
+export const MEMORY_SYMBOLS = {
+  // int madvise(void *addr, size_t length, int advice): addresses from /proc/self/maps. On a
+  // thread of the runtime: zapping 40 MiB of page tables takes milliseconds.
+  madvise: { parameters: ["usize", "usize", "i32"], result: "i32", nonblocking: true },
 } as const satisfies Deno.ForeignLibraryInterface;

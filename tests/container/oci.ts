@@ -3,15 +3,14 @@
  * `runc run`s it in the foreground, and always removes the container and the bundle.
  */
 
-import { DENIT, ROOT } from "../helpers.ts";
-import { RUN_FLAGS } from "../../src/common/runtime.ts";
+import { ROOT } from "../helpers.ts";
 
 /**
- * The denit rootfs (`make rootfs`) and its entrypoint: the image's Deno on the bundle, or with
- * DENIT_EXE the executable under test, which make rootfs puts in as /denit.
+ * The denit rootfs (`make rootfs`) and its entrypoint /denit: the launcher that starts the
+ * image's Deno on the bundle, or with DENIT_EXE the executable under test.
  */
 export const DENIT_ROOTFS = `${ROOT}dist/rootfs`;
-export const DENIT_ENTRY = DENIT.length === 1 ? ["/denit"] : ["/deno", ...RUN_FLAGS, "/denit.js"];
+export const DENIT_ENTRY = ["/denit"];
 /** The test child, run by the image's Deno from the read-only /fixtures mount. */
 export const CHILD = [
   "/deno",

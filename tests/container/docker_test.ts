@@ -1,0 +1,316 @@
+/**
+ * denit under real Docker (Debian's docker.io, dockerd started by .ci/run), in the image
+ * `make image` builds from `make rootfs` (no registry, no shell): each test beside its
+ * counterpart under `docker run --init` (Docker's own tini) where there is one. An engine that
+ * cannot run here fails the tests with the reason; they are skipped (with the reason) only
+ * without root.
+ */
+
+import { assertEquals, assertMatch, assertOk } from "../assert.ts";
+import {
+  CHILD,
+  containerName,
+  ECHO,
+  engine,
+  engineProblem,
+  exitState,
+  GLIBC_IMAGE,
+  IMAGE,
+  images,
+  logsMatch,
+  must,
+  remove,
+  TEST_IMAGE,
+} from "./engines.ts";
+
+const PROBLEM = Deno.uid() === 0 ? await engineProblem("docker") : null;
+if (Deno.uid() !== 0) {
+  // deno-lint-ignore no-console -- a skipped test must say why
+  console.warn("SKIP docker tests: they need root (dockerd)");
+}
+
+function dockerTest(name: string, fn: () => Promise<void>): void {
+  Deno.test({
+    name: `docker: ${name}`,
+    ignore: Deno.uid() !== 0,
+    fn: async () => {
+      if (PROBLEM !== null) throw new Error(PROBLEM);
+      await images("docker");
+      await fn();
+    },
+  });
+}
+
+/** `docker run` arguments for `child` under denit (the image's entrypoint) or Docker's --init. */
+function under(init: boolean, image: string, child: readonly string[]): string[] {
+  const [program = "", ...rest] = child;
+  return init ? ["--init", "--entrypoint", program, image, ...rest] : [image, ...child];
+}
+
+const SUPERVISORS = [["denit", false], ["docker run --init", true]] as const;
+
+dockerTest("exit codes and 128+N pass through, as under --init", async () => {
+  for (const [who, init] of SUPERVISORS) {
+    for (const [args, code] of [[["exit", "3"], 3], [["die", "SIGUSR2"], 140]] as const) {
+      const result = await engine("docker", [
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        ...under(init, TEST_IMAGE, [...CHILD, ...args]),
+      ]);
+      assertEquals(result.code, code, `${who}: ${result.stderr}`);
+    }
+  }
+});
+
+dockerTest(
+  "docker run -d then docker stop at once: 143 in well under a second, as --init",
+  async () => {
+    // The stop lands while the runtime still boots (before any listener of denit's exists):
+    // denit's launcher kept it blocked, so it waits instead of being dropped (PID 1) and the
+    // child gets it. Without the launcher this was 10 s and 137 (Docker's SIGKILL).
+    const sleeper = ["/deno", "eval", "setInterval(() => {}, 1e9)"];
+    for (const [who, init] of SUPERVISORS) {
+      for (let i = 0; i < 3; i++) {
+        const name = containerName("stop");
+        try {
+          await must("docker", [
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--network",
+            "none",
+            ...under(init, TEST_IMAGE, sleeper),
+          ]);
+          const started = performance.now();
+          await must("docker", ["stop", "-t", "10", name]);
+          const took = performance.now() - started;
+          const state = await exitState("docker", name);
+          assertEquals(state.code, 143, `${who}, run ${i}`);
+          assertOk(took < 2000, `${who}: docker stop took ${took.toFixed(0)} ms`);
+        } finally {
+          await remove("docker", [name]);
+        }
+      }
+    }
+  },
+);
+
+dockerTest(
+  "a child that ignores TERM: --grace ends it before docker stop -t does, --init waits",
+  async () => {
+    const took: Record<string, number> = {};
+    for (const [who, init] of SUPERVISORS) {
+      const name = containerName("grace");
+      try {
+        await must("docker", [
+          "run",
+          "-d",
+          "--name",
+          name,
+          "--network",
+          "none",
+          "-e",
+          "DENIT_GRACE=1s",
+          ...under(init, TEST_IMAGE, [...CHILD, "ignore-term"]),
+        ]);
+        await logsMatch("docker", name, /^ready$/m);
+        const started = performance.now();
+        await must("docker", ["stop", "-t", "5", name]);
+        took[who] = performance.now() - started;
+        assertEquals((await exitState("docker", name)).code, 137, who);
+        assertMatch(await logsMatch("docker", name, /term ignored/), /term ignored/);
+      } finally {
+        await remove("docker", [name]);
+      }
+    }
+    assertOk((took.denit ?? 0) >= 1000 && (took.denit ?? 0) < 3500, `denit: ${took.denit} ms`);
+    assertOk((took["docker run --init"] ?? 0) >= 5000, `--init: ${took["docker run --init"]} ms`);
+  },
+);
+
+dockerTest(
+  "docker kill -s HUP, INT, QUIT, USR1, WINCH reach the child, as under --init",
+  async () => {
+    for (const [who, init] of SUPERVISORS) {
+      const name = containerName("kill");
+      try {
+        await must("docker", [
+          "run",
+          "-d",
+          "--name",
+          name,
+          "--network",
+          "none",
+          ...under(init, TEST_IMAGE, [...ECHO, "SIGUSR2", "0"]),
+        ]);
+        await logsMatch("docker", name, /^ready /m);
+        for (const signal of ["HUP", "INT", "QUIT", "USR1", "WINCH"]) {
+          await must("docker", ["kill", "-s", signal, name]);
+          await logsMatch("docker", name, new RegExp(`^SIG${signal}$`, "m"));
+        }
+        await must("docker", ["kill", "-s", "USR2", name]);
+        await must("docker", ["wait", name]);
+        assertEquals((await exitState("docker", name)).code, 0, who);
+      } finally {
+        await remove("docker", [name]);
+      }
+    }
+  },
+);
+
+/** Runs `docker run -it ...` on a pseudo-terminal (script(1)) and presses Ctrl-C at "ready". */
+async function ctrlC(args: readonly string[]): Promise<{ code: number; seen: string }> {
+  const quoted = args.map((word) => `'${word.replaceAll("'", `'"'"'`)}'`).join(" ");
+  const proc = new Deno.Command("script", {
+    args: ["-qfec", `docker run -it --rm --network none ${quoted}`, "/dev/null"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
+  const writer = proc.stdin.getWriter();
+  const decoder = new TextDecoder();
+  let seen = "";
+  try {
+    for await (const chunk of proc.stdout) {
+      seen += decoder.decode(chunk, { stream: true });
+      if (/ready \d+/.test(seen) && !seen.includes("<ctrl-c>")) {
+        await writer.write(new Uint8Array([0x03]));
+        seen += "<ctrl-c>";
+      }
+    }
+    return { code: (await proc.status).code, seen };
+  } finally {
+    clearTimeout(timer);
+    await writer.close().catch(() => {/* script is gone: nothing to flush */});
+    await proc.stderr.cancel();
+  }
+}
+
+dockerTest(
+  "docker run -it: Ctrl-C through the terminal reaches the child (130), as --init",
+  async () => {
+    for (const [who, init] of SUPERVISORS) {
+      const { code, seen } = await ctrlC(under(init, TEST_IMAGE, [...ECHO, "SIGINT", "130"]));
+      assertEquals(code, 130, `${who}: ${seen}`);
+      assertMatch(seen, /SIGINT/);
+    }
+  },
+);
+
+dockerTest(
+  "--read-only --user 65532 with a terminal: the child runs, denit adds nothing",
+  async () => {
+    const outputs: string[] = [];
+    for (const [who, init] of SUPERVISORS) {
+      const result = await engine("docker", [
+        "run",
+        "--rm",
+        "-t",
+        "--read-only",
+        "--user",
+        "65532",
+        "--network",
+        "none",
+        ...under(init, TEST_IMAGE, [...CHILD, "whoami"]),
+      ]);
+      assertEquals(result.code, 0, `${who}: ${result.stdout}`);
+      const text = result.stdout.replaceAll("\r", "");
+      assertMatch(text, /^uid 65532 gid 65532$/m, who);
+      assertMatch(text, /^rootfs-writable false$/m, who);
+      // The child's own cache lines (from its threads, in no fixed order) are counted; every
+      // other line must match exactly.
+      const lines = text.split("\n").filter((line) => line !== "");
+      const cache = lines.filter((line) => /cache/.test(line)).length;
+      outputs.push(`${cache} cache lines; ${lines.filter((l) => !/cache/.test(l)).join("|")}`);
+    }
+    // What the child printed and nothing more (the child, a Deno program, says itself that it
+    // has no cache on a read-only root): before, denit's runtime added three such lines.
+    assertEquals(outputs[0], outputs[1]);
+  },
+);
+
+dockerTest(
+  "--memory: the child the OOM killer ends is named (cause=oom, 137, OOMKilled)",
+  async () => {
+    for (const [who, init] of SUPERVISORS) {
+      const name = containerName("oom");
+      try {
+        await must("docker", [
+          "run",
+          "-d",
+          "--name",
+          name,
+          "--network",
+          "none",
+          "--memory",
+          "64m",
+          "--memory-swap",
+          "64m",
+          ...under(init, TEST_IMAGE, ["/hog"]),
+        ]);
+        await must("docker", ["wait", name]);
+        const state = await exitState("docker", name);
+        assertEquals(state, { code: 137, oomKilled: true }, who);
+        if (!init) {
+          const logs = await logsMatch("docker", name, /cause=oom/);
+          assertMatch(
+            logs,
+            /the child was killed by SIGKILL: the kernel's OOM killer \(memory limit 64 MiB\) cause=oom/,
+          );
+        }
+      } finally {
+        await remove("docker", [name]);
+      }
+    }
+  },
+);
+
+dockerTest(
+  "the init-container flow through a named volume: a glibc-only image runs denit from it",
+  async () => {
+    const volume = containerName("volume");
+    await must("docker", ["volume", "create", volume]);
+    try {
+      // The init container: `command: ["/denit", "init", "/shared"]` of the Kubernetes examples.
+      const init = await engine("docker", [
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "-v",
+        `${volume}:/shared`,
+        "--entrypoint",
+        "/denit",
+        IMAGE,
+        "init",
+        "/shared",
+      ]);
+      assertEquals(init.code, 0, init.stderr);
+      assertEquals(init.stdout, 'entrypoint: ["/shared/denit","--"]\n');
+      // The main container: no shell, no Deno, no denit of its own; PID 1 is the copied denit.
+      const app = await engine("docker", [
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "-v",
+        `${volume}:/shared:ro`,
+        "--entrypoint",
+        "/shared/denit",
+        GLIBC_IMAGE,
+        "--",
+        "/shared/deno",
+        "eval",
+        "console.log('pid', Deno.pid, Deno.readTextFileSync('/proc/1/comm').trim()); Deno.exit(7)",
+      ]);
+      assertEquals(app.code, 7, app.stderr);
+      assertMatch(app.stdout, /^pid \d+ denit$/m);
+    } finally {
+      await engine("docker", ["volume", "rm", "-f", volume]);
+    }
+  },
+);
