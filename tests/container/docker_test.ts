@@ -7,6 +7,16 @@
  */
 
 import { assertEquals, assertMatch, assertOk } from "../assert.ts";
+import { run, waitUntil } from "../helpers.ts";
+import {
+  call,
+  client,
+  finished,
+  type Job,
+  type JobsClient,
+  output,
+  outputMatches,
+} from "../jobs_client.ts";
 import {
   CHILD,
   containerName,
@@ -311,6 +321,87 @@ dockerTest(
       assertMatch(app.stdout, /^pid \d+ denit$/m);
     } finally {
       await engine("docker", ["volume", "rm", "-f", volume]);
+    }
+  },
+);
+
+dockerTest(
+  "the job service through docker exec -i /denit bridge: GitLab Step Runner's transport",
+  async () => {
+    // A host socket whose every connection is `docker exec -i CONTAINER /denit bridge` (socat),
+    // and a gRPC client on it: Run, Follow, FollowIO, Cancel and List, then a reconnect after
+    // the exec carrying a stream was killed.
+    const name = containerName("jobs");
+    const dir = await Deno.makeTempDir({ prefix: "denit-bridge-" });
+    const socket = `${dir}/jobs.sock`;
+    let relay: Deno.ChildProcess | null = null;
+    let c: JobsClient | null = null;
+    try {
+      await must("docker", [
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "none",
+        "-e",
+        "DENIT_JOBS_SOCKET=/run/denit/jobs.sock",
+        TEST_IMAGE,
+        ...CHILD,
+        "ignore-term",
+      ]);
+      await logsMatch("docker", name, /^ready$/m);
+      relay = new Deno.Command("socat", {
+        args: [`UNIX-LISTEN:${socket},fork`, `EXEC:docker exec -i ${name} /denit bridge`],
+        stdout: "null",
+        stderr: "null",
+      }).spawn();
+      await waitUntil(() => {
+        try {
+          return Deno.statSync(socket).isSocket === true;
+        } catch {
+          return false; // socat has not bound it yet
+        }
+      }, "socat's socket");
+      c = client(socket);
+      const client1 = c;
+      await call<Job>((cb) => client1.Run({ id: "exit3", argv: [...CHILD, "exit", "3"] }, cb));
+      const done = await finished(client1, "exit3");
+      assertEquals([done.status, done.exitCode], ["FAILED", 3]);
+      await call<Job>((cb) => client1.Run({ id: "who", argv: [...CHILD, "whoami"] }, cb));
+      await finished(client1, "who");
+      assertMatch((await output(client1, "who")).out, /^uid 0 gid 0\n/);
+      // A stream whose exec is killed: the client sees the connection end, reconnects, and the
+      // job is there, untouched, and can be cancelled.
+      await call<Job>((cb) => client1.Run({ id: "stuck", argv: [...CHILD, "ignore-term"] }, cb));
+      await outputMatches(client1, "stuck", /^ready$/m);
+      const stream = client1.Follow({ id: "stuck" });
+      const ended = new Promise<void>((resolve) => {
+        stream.on("error", () => resolve());
+        stream.on("end", () => resolve());
+      });
+      const execs = (await run(["pgrep", "-f", `^docker exec -i ${name} /denit bridge`])).stdout
+        .trim().split("\n").filter((pid) => pid !== "").map(Number);
+      assertOk(execs.length > 0, "no docker exec carries the connection");
+      for (const pid of execs) Deno.kill(pid, "SIGKILL");
+      await ended;
+      client1.close();
+      c = client(socket);
+      const client2 = c;
+      const { jobs } = await call<{ jobs: Job[] }>((cb) => client2.List({}, cb));
+      assertEquals(jobs.map((j) => [j.id, j.status]), [
+        ["exit3", "FAILED"],
+        ["who", "SUCCEEDED"],
+        ["stuck", "RUNNING"],
+      ]);
+      const cancelled = await call<Job>((cb) => client2.Cancel({ id: "stuck", graceMs: 300 }, cb));
+      assertEquals([cancelled.status, cancelled.signal], ["CANCELLED", "SIGKILL"]);
+    } finally {
+      c?.close();
+      relay?.kill("SIGTERM");
+      await relay?.status;
+      await remove("docker", [name]);
+      await Deno.remove(dir, { recursive: true });
     }
   },
 );
