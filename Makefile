@@ -1,10 +1,15 @@
 # denit: everything goes through the project's own Deno, installed from the npm registry.
 SHELL := /bin/bash
+# PID 1 of the `deno run` form runs on 2.9.1: 2.9.2 and later open a V8 inspector on SIGUSR1
+# under `deno run`. deno compile and the job service's process run on DENO_JOBS_VERSION: its
+# compiled binaries start under gVisor, and its networking does not leak per connection.
 DENO_VERSION := 2.9.1
+DENO_JOBS_VERSION := 2.9.6
 ARCH := $(shell uname -m)
 NPM_ARCH := $(if $(filter aarch64 arm64,$(ARCH)),arm64,x64)
 DENO_HOME := $(CURDIR)/.deno
 DENO := $(DENO_HOME)/bin/deno
+DENO_JOBS := $(DENO_HOME)/bin/deno-jobs
 export DENO_DIR := $(DENO_HOME)/cache
 export DENO_NO_UPDATE_CHECK := 1
 # The permissions of the compiled binary and of bin/denit (one list, read by both).
@@ -21,17 +26,25 @@ endif
 TARGET ?=
 TARGET_TRIPLE = $(if $(filter aarch64 arm64,$(TARGET)),aarch64-unknown-linux-gnu,$(if $(filter x86_64 amd64,$(TARGET)),x86_64-unknown-linux-gnu,))
 
-setup: $(DENO)
+setup: $(DENO) $(DENO_JOBS)
+
+# One runtime from the npm registry: $(call runtime,VERSION,TARGET).
+define runtime
+	@command -v npm >/dev/null || { echo "make setup: npm is needed to fetch Deno" >&2; exit 1; }
+	mkdir -p $(DENO_HOME)/npm-$(1) $(DENO_HOME)/bin
+	cd $(DENO_HOME)/npm-$(1) && echo '{"private":true}' > package.json && \
+	  npm install --no-audit --no-fund --ignore-scripts --loglevel=error \
+	    deno@$(1) @deno/linux-$(NPM_ARCH)-glibc@$(1)
+	cp $(DENO_HOME)/npm-$(1)/node_modules/@deno/linux-$(NPM_ARCH)-glibc/deno $(2).tmp
+	chmod 755 $(2).tmp && mv $(2).tmp $(2)
+	$(2) --version | head -1
+endef
 
 $(DENO):
-	@command -v npm >/dev/null || { echo "make setup: npm is needed to fetch Deno" >&2; exit 1; }
-	mkdir -p $(DENO_HOME)/npm $(DENO_HOME)/bin
-	cd $(DENO_HOME)/npm && echo '{"private":true}' > package.json && \
-	  npm install --no-audit --no-fund --ignore-scripts --loglevel=error \
-	    deno@$(DENO_VERSION) @deno/linux-$(NPM_ARCH)-glibc@$(DENO_VERSION)
-	cp $(DENO_HOME)/npm/node_modules/@deno/linux-$(NPM_ARCH)-glibc/deno $(DENO).tmp
-	chmod 755 $(DENO).tmp && mv $(DENO).tmp $(DENO)
-	$(DENO) --version | head -1
+	$(call runtime,$(DENO_VERSION),$(DENO))
+
+$(DENO_JOBS):
+	$(call runtime,$(DENO_JOBS_VERSION),$(DENO_JOBS))
 
 bundle: dist/denit.js dist/denit-jobs.js dist/denit-launch
 
@@ -55,15 +68,16 @@ dist/denit-jobs.js: $(DENO) $(SOURCES) deno.json
 	mv dist/denit-jobs.js.tmp dist/denit-jobs.js
 
 # Needs Deno's denort base binary: downloaded by deno, or given with DENORT_BIN=/path/denort.
-compile: $(DENO) $(SOURCES)
+compile: $(DENO_JOBS) $(SOURCES)
 	@[ -z "$(TARGET)" ] || [ -n "$(TARGET_TRIPLE)" ] || { \
 	  echo "make compile: unknown TARGET=$(TARGET): use x86_64 or aarch64" >&2; exit 2; }
 	mkdir -p dist
-	$(DENO) compile $(PERMS) --no-check $(if $(TARGET_TRIPLE),--target $(TARGET_TRIPLE),) \
+	env $$(env | sed -n 's/^\(OTEL_[A-Za-z0-9_]*\)=.*/-u \1/p') \
+	  $(DENO_JOBS) compile $(PERMS) --no-check $(if $(TARGET_TRIPLE),--target $(TARGET_TRIPLE),) \
 	  --include src/jobs/entry.ts --output dist/denit mod.ts 2>dist/compile.log || { \
 	  if grep -q "denort" dist/compile.log; then \
 	    echo "make compile: deno compile could not get its denort base binary (dl.deno.land) for" \
-	      "Deno $(DENO_VERSION): allow that download, or set DENORT_BIN=/path/to/denort" >&2; \
+	      "Deno $(DENO_JOBS_VERSION): allow that download, or set DENORT_BIN=/path/to/denort" >&2; \
 	  else cat dist/compile.log >&2; fi; exit 1; }
 
 # The whole suite against the compiled binary: the same tests as make test.
