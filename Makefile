@@ -85,9 +85,9 @@ test-compiled: compile
 	$(MAKE) test DENIT_EXE=$(CURDIR)/dist/denit
 
 # The shell-less stand-in for the distroless image: Deno, its libraries, the bundle.
-rootfs: bundle
+rootfs: bundle $(DENO_JOBS)
 	$(DENO) run --allow-all --no-config fixtures/rootfs.ts denit dist/rootfs $(DENO) dist/denit.js \
-	  $(if $(DENIT_EXE),$(DENIT_EXE),dist/denit-launch)
+	  $(if $(DENIT_EXE),$(DENIT_EXE),dist/denit-launch) $(DENO_JOBS)
 	@echo "dist/rootfs: $$(find dist/rootfs -type f | wc -l) files, no shell"
 
 # A local image `denit` of the rootfs form (no deno compile needed): with docker, else podman.

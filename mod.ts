@@ -13,7 +13,6 @@ import { SignalInbox } from "./src/supervise/inbox.ts";
 import {
   COPY_WORKER_NAME,
   HEALTH_WORKER_NAME,
-  JOBS_WORKER_NAME,
   SPAWN_WORKER_NAME,
   workerName,
 } from "./src/common/workers.ts";
@@ -56,7 +55,6 @@ export async function main(args: readonly string[]): Promise<number> {
   return await superviseMain(args, {
     inbox,
     loadHealth: async () => (await import("./src/health/endpoint.ts")).startHealth,
-    loadJobs: async () => (await import("./src/jobs/start.ts")).startJobs,
   });
 }
 
@@ -65,7 +63,6 @@ export async function main(args: readonly string[]): Promise<number> {
 const worker = workerName();
 if (worker === COPY_WORKER_NAME) (await import("./src/copy/worker.ts")).serveCopyJobs();
 else if (worker === HEALTH_WORKER_NAME) (await import("./src/health/worker.ts")).serveHealth();
-else if (worker === JOBS_WORKER_NAME) (await jobsModule()).serveJobs();
 else if (worker === SPAWN_WORKER_NAME) {
   await (await import("./src/supervise/spawner.ts")).serveSpawns();
 } else if (import.meta.main) Deno.exit(await main(Deno.args));

@@ -24,14 +24,16 @@ Deno.test("init: the runnable denit and --with files; the copy supervises", asyn
     const result = await run([...DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(result.code, 0, result.stderr);
     // The compiled binary copies itself; the bundle form its launcher as denit, the runtime,
-    // the bundle and the job service's half. Either way the entrypoint is DEST/denit.
+    // the bundle, the job service's half and the runtime it runs on. Either way the entrypoint is DEST/denit.
     assertEquals(
       names(`${dir}/shared`),
-      COMPILED ? ["denit", "extra.sh"] : ["denit", "denit-jobs.js", "denit.js", "deno", "extra.sh"],
+      COMPILED
+        ? ["denit", "extra.sh"]
+        : ["denit", "denit-jobs.js", "denit.js", "deno", "deno-jobs", "extra.sh"],
     );
     const entrypoint = entrypointOf(result.stdout);
     assertEquals(entrypoint, [`${dir}/shared/denit`, "--"]);
-    for (const file of COMPILED ? ["denit"] : ["denit", "deno"]) {
+    for (const file of COMPILED ? ["denit"] : ["denit", "deno", "deno-jobs"]) {
       assertEquals((await Deno.stat(`${dir}/shared/${file}`)).mode! & 0o777, 0o755, file);
     }
     // Run from the copy, as a main container would: exit status and a forwarded signal.
@@ -46,7 +48,7 @@ Deno.test("init: the runnable denit and --with files; the copy supervises", asyn
     // A restarted init container: nothing rewritten.
     const again = await run([...DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(again.code, 0, again.stderr);
-    assertMatch(again.stderr, new RegExp(`0 files, .*; ${COMPILED ? 2 : 5} unchanged`));
+    assertMatch(again.stderr, new RegExp(`0 files, .*; ${COMPILED ? 2 : 6} unchanged`));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -44,6 +44,7 @@ import {
   JOB_OUTPUT_CAP,
   JobTable,
   KEEP_FINISHED_JOBS,
+  readRecords,
 } from "../src/jobs/store.ts";
 
 /** denit with the job service and a main child that waits; stopped and checked at the end. */
@@ -432,7 +433,10 @@ Deno.test("jobs: signals go to the main child only; its end ends denit and stops
     const status = await proc.status();
     assertEquals(status.code, 5, status.stderr);
     assertOk(!exists(job.pid), "the job outlived denit");
-    const spooled = await Deno.readTextFile(`${dir}/spool/${proc.child.pid}-1.out`);
+    // The spool of this run of denit: SPOOL/denit-PID-START/N.out.
+    const [run] = await Array.fromAsync(Deno.readDir(`${dir}/spool`), (e) => e.name);
+    assertMatch(run ?? "", new RegExp(`^denit-${proc.child.pid}-\\d+$`));
+    const spooled = await Deno.readTextFile(`${dir}/spool/${run}/1.out`);
     assertEquals(spooled, "started\n"); // never "job got USR1"
     await assertGone(socket);
   } finally {
@@ -467,8 +471,14 @@ Deno.test("jobs: /status shows the counts, /metrics the counters by outcome and 
       const text = await rawHttp(port, `GET ${path} HTTP/1.0\r\n\r\n`, { timeoutMs: 3000 });
       return text.slice(text.indexOf("\r\n\r\n") + 4);
     };
-    const status = JSON.parse(await body("/status"));
-    assertEquals(status.jobs, { running: 1, started: 4, succeeded: 1, failed: 1, cancelled: 1 });
+    // The counts reach denit (and /status) a moment after the calls return: wait for them.
+    const expected = { running: 1, started: 4, succeeded: 1, failed: 1, cancelled: 1 };
+    let status = JSON.parse(await body("/status"));
+    for (const by = Date.now() + 5000; JSON.stringify(status.jobs) !== JSON.stringify(expected);) {
+      assertOk(Date.now() < by, JSON.stringify(status.jobs));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      status = JSON.parse(await body("/status"));
+    }
     const families = parsePrometheusTextFormat(await body("/metrics")) as Array<{
       name: string;
       metrics: Array<{ value: string; labels?: Record<string, string> }>;
@@ -671,24 +681,24 @@ Deno.test({
 Deno.test("jobs: finished jobs are forgotten oldest first beyond 1,000, running ones never", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-jobs-table-" });
   try {
-    const table = new JobTable();
-    const running = new StoredJob("running", 1, ["sleep"], dir);
+    const table = new JobTable(dir);
+    const running = StoredJob.create(dir, "running", 1, ["sleep"]);
     table.add(running);
     for (let seq = 2; seq <= KEEP_FINISHED_JOBS + 11; seq++) {
-      const job = new StoredJob(`done-${seq}`, seq, ["true"], dir);
+      const job = StoredJob.create(dir, `done-${seq}`, seq, ["true"]);
       table.add(job);
       job.stdout.end();
       job.stderr.end();
-      job.finish(0, null);
-      table.finished(job);
+      job.finish(0, null, false);
+      table.trim();
     }
     const ids = table.list().map((job) => job.id);
     assertEquals(ids.length, KEEP_FINISHED_JOBS + 1);
     assertEquals(ids.slice(0, 2), ["running", "done-12"]);
-    // The forgotten jobs' spool files are gone with them; the others are there.
+    // The forgotten jobs' files are gone with them; the others are there.
     const files = new Set(await Array.fromAsync(Deno.readDir(dir), (e) => e.name));
-    assertOk(!files.has(`${Deno.pid}-2.out`) && !files.has(`${Deno.pid}-11.err`));
-    assertOk(files.has(`${Deno.pid}-12.out`) && files.has(`${Deno.pid}-1.out`));
+    assertOk(!files.has("2.out") && !files.has("11.err") && !files.has("11.json"));
+    assertOk(files.has("12.out") && files.has("1.out") && files.has("1.json"));
     assertEquals(table.counts(), {
       running: 1,
       started: KEEP_FINISHED_JOBS + 11,
@@ -696,6 +706,10 @@ Deno.test("jobs: finished jobs are forgotten oldest first beyond 1,000, running 
       failed: 0,
       cancelled: 0,
     });
+    // A service started again reads the same table back, the forgotten ones' counts included.
+    const again = new JobTable(dir);
+    for (const record of readRecords(dir)) again.add(StoredJob.resume(dir, record));
+    assertEquals(again.counts(), table.counts());
     running.stdout.end();
     running.stderr.end();
   } finally {

@@ -43,12 +43,13 @@ export function formatLine(
   level: LogLevel,
   message: string,
   fields: LogFields = {},
+  program = "denit",
 ): string {
   const tail = Object.entries(fields)
     .filter((entry): entry is [string, string | number | boolean] => entry[1] !== undefined)
     .map(([key, value]) => ` ${key}=${formatValue(value)}`)
     .join("");
-  return `denit[${pid}] ${level}: ${escapeControls(message)}${tail}`;
+  return `${program}[${pid}] ${level}: ${escapeControls(message)}${tail}`;
 }
 
 /** How lines look: `denit[PID] level: message key=value`, or one JSON object per line. */
@@ -68,12 +69,13 @@ export function formatJsonLine(
   message: string,
   fields: LogFields = {},
   timeMs: number = Date.now(),
+  program = "denit",
 ): string {
   const kept = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
   return JSON.stringify({
     time: new Date(timeMs).toISOString(),
     level,
-    logger: "denit",
+    logger: program,
     pid,
     message,
     fields: kept,
@@ -107,14 +109,15 @@ export function createLogger(
   level: LogLevel,
   pid: number = Deno.pid,
   format: LogFormat = "text",
+  program = "denit",
 ): Logger {
   const rank = LOG_LEVELS.indexOf(level);
   const enabled = (wanted: LogLevel) => LOG_LEVELS.indexOf(wanted) <= rank;
   const write = (wanted: LogLevel) => (message: string, fields?: LogFields) => {
     if (!enabled(wanted)) return;
     const shape = format === "json"
-      ? (text: string) => formatJsonLine(pid, wanted, text, fields)
-      : (text: string) => formatLine(pid, wanted, text, fields);
+      ? (text: string) => formatJsonLine(pid, wanted, text, fields, Date.now(), program)
+      : (text: string) => formatLine(pid, wanted, text, fields, program);
     writeErr(lineBytes(shape, message));
   };
   return Object.freeze({

@@ -16,8 +16,6 @@ export function workerName(): string | null {
   if (!("WorkerGlobalScope" in globalThis)) return null;
   return (globalThis as { name?: string }).name ?? null;
 }
-/** The job service's thread (`--jobs-socket`). */
-export const JOBS_WORKER_NAME = "denit-jobs-worker";
 
 /** A helper thread's first answer: it serves, or why it cannot (an error class name and text). */
 export type HelperFailure = { type: "failed"; kind: string; message: string };

@@ -81,10 +81,12 @@ export function initTargets(dest: string): { targets: Target[]; entrypoint: stri
     // entrypoint DEST/denit, as for the compiled binary; the job service's half goes along.
     const launcher = launcherPath() ?? existing(join(dirname(main), "denit-launch"));
     const jobs = existing(join(dirname(main), "denit-jobs.js"));
+    const jobsRuntime = existing(join(dirname(runtime), "deno-jobs"));
     const roots = [
       root(runtime, "deno"),
       root(main, "denit.js"),
       ...(jobs === null ? [] : [root(jobs, "denit-jobs.js")]),
+      ...(jobsRuntime === null ? [] : [root(jobsRuntime, "deno-jobs")]),
       ...(launcher === null ? [] : [root(launcher, "denit")]),
     ];
     return {

@@ -59,7 +59,7 @@ type JobsClient = grpc.Client & {
   Cancel(request: object, callback: grpc.requestCallback<JobMessage>): grpc.ClientUnaryCall;
   List(
     request: object,
-    callback: grpc.requestCallback<{ jobs: JobMessage[] }>,
+    callback: grpc.requestCallback<{ jobs: JobMessage[]; nextAfterId: string }>,
   ): grpc.ClientUnaryCall;
   Follow(request: object): grpc.ClientReadableStream<JobMessage>;
   FollowIO(request: object): grpc.ClientReadableStream<OutputMessage>;
@@ -154,12 +154,24 @@ async function resumable<T>(
   }
 }
 
+/** Every job, a page of List at a time (a page stays well under gRPC's message limit). */
+async function* listAll(client: () => JobsClient): AsyncGenerator<JobMessage> {
+  for (let afterId = "";;) {
+    const page = await unary<{ jobs: JobMessage[]; nextAfterId: string }>((cb) =>
+      client().List({ afterId }, cb)
+    );
+    yield* page.jobs;
+    if (page.nextAfterId === "") return;
+    afterId = page.nextAfterId;
+  }
+}
+
 async function printLogs(client: () => JobsClient, id: string, follow: boolean): Promise<void> {
   const at = { stdout: 0, stderr: 0 };
   // Without -f: what is stored now, then stop (the stream would wait for more).
   const until = follow
     ? null
-    : await unary<{ jobs: JobMessage[] }>((cb) => client().List({}, cb)).then((r) => {
+    : await unary<{ jobs: JobMessage[] }>((cb) => client().List({ ids: [id] }, cb)).then((r) => {
       const job = r.jobs.find((j) => j.id === id);
       if (job === undefined) throw new CallFailed(`NOT_FOUND: no job "${id}"`, 1);
       return { stdout: job.stdoutBytes, stderr: job.stderrBytes };
@@ -231,6 +243,8 @@ function isOptionValue(args: readonly string[], arg: string): boolean {
 
 /** Runs `denit job ARGS`; resolves to the exit code. */
 export async function jobMain(args: readonly string[]): Promise<number> {
+  // The service's own process, which denit starts (not a command for people).
+  if (args[0] === "serve") return await (await import("./serve.ts")).serveMain(args.slice(1));
   let command: string | undefined;
   let settings: Settings;
   let rest: readonly string[];
@@ -324,9 +338,8 @@ async function perform(
       return ExitCode.OK;
     }
     default: {
-      const { jobs } = await unary<{ jobs: JobMessage[] }>((cb) => client().List({}, cb));
       printOut("ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND");
-      for (const job of jobs) {
+      for await (const job of listAll(client)) {
         const exit = job.status === "RUNNING" ? "-" : job.signal || String(job.exitCode);
         const line = [
           job.id,

@@ -29,7 +29,7 @@ service Jobs {
   // TERM to the job's process group, KILL after the grace; returns once the job and
   // every process of its group are gone.
   rpc Cancel(CancelRequest) returns (Job);
-  // Every job denit keeps, oldest first.
+  // The jobs denit keeps, oldest first, a page at a time.
   rpc List(ListRequest) returns (ListResponse);
 }
 
@@ -100,10 +100,19 @@ message CancelRequest {
   uint32 grace_ms = 2;
 }
 
-message ListRequest {}
+message ListRequest {
+  // The page after this job (empty: from the first).
+  string after_id = 1;
+  // At most this many jobs (0, or more than 1000: 1000); a page also stops near 1 MiB.
+  uint32 limit = 2;
+  // Only these jobs (empty: every job).
+  repeated string ids = 3;
+}
 
 message ListResponse {
   repeated Job jobs = 1;
+  // Set when more jobs follow: the after_id of the next page.
+  string next_after_id = 2;
 }
 `;
 

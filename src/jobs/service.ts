@@ -1,18 +1,28 @@
 /**
  * The five calls of `denit.jobs.v1.Jobs` over the job table: what each checks, what it waits
- * for, and what it answers. The supervisor (through `JobHostPort`) starts, signals and reaps;
- * the pump fills the spools; this module only reads them.
+ * for, and what it answers. denit starts, signals and reaps (through the control channel); the
+ * pump moves the output into the spool; this module reads it. The table lives in the spool
+ * directory (store.ts): a service started again after a crash takes up every job where it was.
  */
 
-import type { FromJobHost, JobCounts, ToJobHost } from "../common/jobs.ts";
-import { closeFd, openPipe, pipeErrnoMessage, trimHeap } from "../sys/pipes.ts";
+import type { FromJobHost, JobCounts, JobEnd, ToJobHost } from "../common/jobs.ts";
+import { closeFd, trimHeap } from "../sys/pipes.ts";
 import type { Pump } from "./pump.ts";
-import { Job, JobTable, type Spool } from "./store.ts";
+import { Job, type JobRecord, JobTable, readRecords, type Spool } from "./store.ts";
 
 /** Cancel's default time between TERM and KILL. */
 export const DEFAULT_CANCEL_GRACE_MS = 10_000;
 /** The most Cancel may be asked to wait between TERM and KILL. */
 export const MAX_CANCEL_GRACE_MS = 24 * 60 * 60 * 1000;
+/** A job's argv and env together, as UTF-8 bytes (the kernel's own limit is about 2 MiB). */
+export const MAX_RUN_BYTES = 128 * 1024;
+/** Jobs running at once. */
+export const MAX_RUNNING_JOBS = 256;
+/** Follow and FollowIO streams open at once, over every connection. */
+export const MAX_STREAMS = 128;
+/** List's largest page: at most this many jobs, and about this many bytes of them. */
+export const LIST_PAGE_JOBS = 1000;
+const LIST_PAGE_BYTES = 1024 * 1024;
 /** FollowIO's largest message. */
 const OUTPUT_CHUNK = 256 * 1024;
 /** The heap is trimmed after a stream at most this often. */
@@ -22,11 +32,15 @@ const SIGTERM = 15;
 const SIGKILL = 9;
 const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const encoder = new TextEncoder();
 
 /** A request the service refuses: the gRPC status name and a one-line reason. */
 export class JobsError extends Error {
   override name = "JobsError";
-  constructor(readonly code: "INVALID_ARGUMENT" | "NOT_FOUND" | "UNAVAILABLE", message: string) {
+  constructor(
+    readonly code: "INVALID_ARGUMENT" | "NOT_FOUND" | "UNAVAILABLE" | "RESOURCE_EXHAUSTED",
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -65,18 +79,19 @@ export interface Outlet<T> {
 }
 
 function jobMessage(job: Job): JobMessage {
+  const r = job.record;
   return {
-    id: job.id,
-    status: job.status,
-    argv: job.argv,
-    pid: job.pid,
-    exitCode: job.exitCode,
-    signal: job.signal,
-    startedAtMs: job.startedAtMs,
-    finishedAtMs: job.finishedAtMs,
+    id: r.id,
+    status: r.status,
+    argv: r.argv,
+    pid: r.pid,
+    exitCode: r.exitCode,
+    signal: r.signal,
+    startedAtMs: r.startedAtMs,
+    finishedAtMs: r.finishedAtMs,
     stdoutBytes: job.stdout.stored,
     stderrBytes: job.stderr.stored,
-    outputTruncated: job.truncated,
+    outputTruncated: r.truncated,
   };
 }
 
@@ -92,56 +107,181 @@ export interface RunFields {
   env: Readonly<Record<string, string>>;
 }
 
-/** The job service's state on its thread. */
+/** The fields of ListRequest, as decoded. */
+export interface ListFields {
+  afterId: string;
+  limit: number;
+  ids: readonly string[];
+}
+
+/** The job service's state in its process. */
 export class JobService {
-  readonly #table = new JobTable();
+  readonly #table: JobTable;
   readonly #pump: Pump;
-  readonly #spool: string;
+  readonly #dir: string;
   readonly #send: (message: ToJobHost) => void;
-  readonly #bySeq = new Map<number, Job>();
-  #seq = 0;
+  readonly #scratch = new Uint8Array(64 * 1024);
+  /** Cancel's TERM, answered by denit: whether the job's own process was alive then. */
+  readonly #signalled = new Map<number, Array<(alive: boolean) => void>>();
+  /** Jobs a Cancel reached alive: they end CANCELLED. */
+  readonly #cancelled = new Set<number>();
+  #seq: number;
+  #stopping = false;
+  #streams = 0;
   #trimmedAtMs = 0;
 
-  constructor(pump: Pump, spool: string, send: (message: ToJobHost) => void) {
+  /** The table of the run in `dir`, with every job an earlier service of this run left there. */
+  constructor(pump: Pump, dir: string, send: (message: ToJobHost) => void) {
     this.#pump = pump;
-    this.#spool = spool;
+    this.#dir = dir;
     this.#send = send;
+    this.#table = new JobTable(dir);
+    for (const record of readRecords(dir)) {
+      this.#table.add(Job.resume(dir, record));
+      if (record.cancel !== null) this.#cancelled.add(record.seq);
+    }
+    this.#seq = this.#table.lastSeq();
   }
 
-  /** A message from the supervisor about a job. */
-  fromHost(message: FromJobHost): void {
-    if (message.type === "start") return;
-    const job = this.#bySeq.get(message.seq);
-    if (job === undefined) return;
+  /** A message from denit, with the descriptors that came with it. */
+  fromHost(message: FromJobHost, fds: readonly number[]): void {
     switch (message.type) {
+      case "stopping":
+        this.#stopping = true;
+        return;
+      case "resumed":
+        return this.#resumed();
       case "spawned":
-        job.pid = message.pid;
-        job.spawned.resolve();
+        return this.#spawned(message.seq, message.pid, fds);
+      case "job":
+        return this.#resume(message, fds);
+      default:
         break;
+    }
+    for (const fd of fds) closeFd(fd); // only spawned and job carry descriptors
+    const job = this.#table.bySeq(message.seq);
+    switch (message.type) {
       case "not-started": {
+        if (job === undefined) return;
         // As a shell would: the reason on the job's stderr, and 126 or 127 as its exit code.
-        const line = new TextEncoder().encode(`denit: ${message.message}\n`);
-        job.store(job.stderr, line, line.length);
-        job.finish(message.exitCode, null);
+        job.stderr.note(`denit: ${message.message}\n`);
+        job.stdout.end();
+        job.stderr.end();
+        job.record.outputEnded = true;
         job.spawned.resolve();
-        this.#ended(job);
-        break;
+        return this.#ended(job, { code: message.exitCode, signal: null });
       }
       case "exited":
-        job.finish(message.code, message.signal);
-        // Cancel waits for the group as well; otherwise the supervisor is done with the job.
-        if (job.groupGone === null) this.#bySeq.delete(job.seq);
-        this.#ended(job);
-        break;
+        if (job !== undefined) this.#ended(job, message);
+        return;
       case "group-gone":
-        job.groupGone?.resolve();
-        if (job.finished) this.#bySeq.delete(job.seq);
-        break;
+        job?.groupGone?.resolve();
+        return;
+      case "signalled": {
+        const waiters = this.#signalled.get(message.seq) ?? [];
+        this.#signalled.delete(message.seq);
+        for (const answer of waiters) answer(message.alive);
+        return;
+      }
     }
   }
 
-  #ended(job: Job): void {
-    this.#table.finished(job);
+  #spawned(seq: number, pid: number, fds: readonly number[]): void {
+    const job = this.#table.bySeq(seq);
+    if (job === undefined) {
+      for (const fd of fds) closeFd(fd);
+      return;
+    }
+    job.record.pid = pid;
+    job.save();
+    this.#connect(job, fds);
+    job.spawned.resolve();
+    this.#publish();
+  }
+
+  /** After a restart: a job denit holds, its pipes (while its output goes on), its end. */
+  #resume(message: Extract<FromJobHost, { type: "job" }>, fds: readonly number[]): void {
+    const job = this.#table.bySeq(message.seq);
+    if (job === undefined) {
+      for (const fd of fds) closeFd(fd);
+      return;
+    }
+    job.record.pid = message.pid;
+    job.spawned.resolve();
+    this.#connect(job, fds);
+    if (message.groupGone) job.groupGone?.resolve();
+    if (message.end !== null && !job.finished) this.#ended(job, message.end);
+    this.#resumeCancel(job);
+  }
+
+  /** Every job denit holds was sent: a running one it did not name never started. */
+  #resumed(): void {
+    for (const job of this.#table.list()) {
+      job.spawned.resolve();
+      const unstarted = !job.finished;
+      if (unstarted) {
+        job.stderr.note("denit: the job service restarted before the job could start\n");
+      }
+      if (!job.outputEnded && !this.#connected.has(job.seq)) {
+        job.stdout.end();
+        job.stderr.end();
+        job.record.outputEnded = true;
+        job.save();
+      }
+      if (unstarted) this.#ended(job, { code: 125, signal: null });
+    }
+    this.#publish();
+  }
+
+  /** A cancel under way when the service died: its SIGKILL is still due. */
+  #resumeCancel(job: Job): void {
+    const cancel = job.record.cancel;
+    if (cancel === null || job.groupGone !== null) return;
+    job.groupGone = Promise.withResolvers<void>();
+    this.#send({ type: "watch-group", seq: job.seq });
+    this.#killAfter(job, cancel.atMs + cancel.graceMs - Date.now());
+  }
+
+  /** Jobs whose pipes are in the pump now. */
+  readonly #connected = new Set<number>();
+
+  /** The pump moves these pipes (stdout's, then stderr's read end) into the spool. */
+  #connect(job: Job, fds: readonly number[]): void {
+    const [out, err] = fds;
+    if (out === undefined || err === undefined) {
+      for (const fd of fds) closeFd(fd);
+      return;
+    }
+    this.#connected.add(job.seq);
+    for (const [spool, fd] of [[job.stdout, out], [job.stderr, err]] as const) {
+      this.#pump.add(fd, { readable: (pipe) => this.#take(job, spool, pipe) });
+    }
+  }
+
+  #take(job: Job, spool: Spool, pipe: number): boolean {
+    const { outcome, dropped } = spool.take(pipe, () => job.room(), this.#scratch);
+    if (dropped > 0 && !job.record.truncated) {
+      job.record.truncated = true;
+      job.save();
+    }
+    job.notify();
+    if (outcome !== "ended") return false;
+    spool.end();
+    if (job.outputEnded) {
+      job.record.outputEnded = true;
+      job.save();
+      this.#connected.delete(job.seq);
+      this.#send({ type: "output-done", seq: job.seq });
+      if (job.finished) this.#table.trim();
+    }
+    return true;
+  }
+
+  #ended(job: Job, end: JobEnd): void {
+    if (!job.finished) job.finish(end.code, end.signal, this.#cancelled.has(job.seq));
+    // Recorded: denit may forget it.
+    this.#send({ type: "forget", seq: job.seq });
+    if (job.outputEnded) this.#table.trim();
     this.#publish();
   }
 
@@ -164,11 +304,12 @@ export class JobService {
       await existing.spawned.promise;
       return jobMessage(existing);
     }
+    if (this.#stopping) throw new JobsError("UNAVAILABLE", "denit is stopping: no new jobs");
     if (argv.length === 0 || argv[0] === "") {
       throw new JobsError("INVALID_ARGUMENT", "argv is empty: name the program to run");
     }
     if (argv.some(hasNul)) throw new JobsError("INVALID_ARGUMENT", "argv holds a NUL byte");
-    const env = { ...Deno.env.toObject() };
+    const env: string[] = [];
     for (const [key, value] of Object.entries(fields.env)) {
       if (!ENV_KEY_PATTERN.test(key)) {
         throw new JobsError(
@@ -177,32 +318,28 @@ export class JobService {
         );
       }
       if (hasNul(value)) throw new JobsError("INVALID_ARGUMENT", `env ${key} holds a NUL byte`);
-      env[key] = value;
+      env.push(`${key}=${value}`);
+    }
+    const bytes = [...argv, ...env].reduce((sum, s) => sum + encoder.encode(s).length + 1, 0);
+    if (bytes > MAX_RUN_BYTES) {
+      throw new JobsError(
+        "INVALID_ARGUMENT",
+        `argv and env hold ${bytes} bytes: at most ${MAX_RUN_BYTES} (128 KiB) a job`,
+      );
+    }
+    if (this.#table.counts().running >= MAX_RUNNING_JOBS) {
+      throw new JobsError("RESOURCE_EXHAUSTED", `${MAX_RUNNING_JOBS} jobs run already`);
     }
     const workDir = fields.workDir === "" ? null : fields.workDir;
     if (workDir !== null) this.#checkDirectory(workDir);
-    const pipes = this.#pipes();
     let job: Job;
     try {
-      job = new Job(id, ++this.#seq, Object.freeze([...argv]), this.#spool);
+      job = Job.create(this.#dir, id, ++this.#seq, Object.freeze([...argv]));
     } catch (err: unknown) {
-      for (const fd of pipes) closeFd(fd);
       throw new JobsError("UNAVAILABLE", `cannot spool output: ${String(err)}`);
     }
     this.#table.add(job);
-    this.#bySeq.set(job.seq, job);
-    const [outRead, outWrite, errRead, errWrite] = pipes;
-    this.#connect(job, job.stdout, outRead);
-    this.#connect(job, job.stderr, errRead);
-    this.#send({
-      type: "run",
-      seq: job.seq,
-      argv,
-      workDir,
-      env: Object.entries(env).map(([key, value]) => `${key}=${value}`),
-      stdout: outWrite,
-      stderr: errWrite,
-    });
+    this.#send({ type: "run", seq: job.seq, argv, workDir, env });
     this.#publish();
     await job.spawned.promise;
     return jobMessage(job);
@@ -220,62 +357,59 @@ export class JobService {
     }
   }
 
-  /** Two pipes (stdout's read and write ends, then stderr's), or UNAVAILABLE. */
-  #pipes(): [number, number, number, number] {
-    const out = openPipe();
-    const err = openPipe();
-    if (typeof out !== "number" && typeof err !== "number") {
-      return [out.read, out.write, err.read, err.write];
-    }
-    for (const pipe of [out, err]) {
-      if (typeof pipe !== "number") [pipe.read, pipe.write].forEach(closeFd);
-    }
-    const errno = typeof out === "number" ? -out : typeof err === "number" ? -err : 0;
-    throw new JobsError("UNAVAILABLE", `cannot make a pipe: ${pipeErrnoMessage(errno)}`);
-  }
-
-  /** The pump copies this pipe into the spool. */
-  #connect(job: Job, spool: Spool, fd: number): void {
-    this.#pump.add(fd, {
-      data: (buffer, length) => job.store(spool, buffer, length),
-      end: () => {
-        spool.end();
-        job.notify();
-        if (job.finished && job.outputEnded) this.#table.trim();
-      },
-    });
-  }
-
   #find(id: string): Job {
     const job = this.#table.get(id);
     if (job === undefined) throw new JobsError("NOT_FOUND", `no job "${id.slice(0, 140)}"`);
     return job;
   }
 
-  /** Follow: the job now, then at every change of status, until it has finished. */
-  async follow(id: string, out: Outlet<JobMessage>): Promise<void> {
-    const job = this.#find(id);
-    await job.spawned.promise;
-    let last = "";
-    for (;;) {
-      const message = jobMessage(job);
-      const key = `${message.status}/${message.pid}`;
-      if (key !== last) {
-        last = key;
-        await out.write(message);
-      }
-      if (job.finished || out.gone) return;
-      await Promise.race([job.changed(), out.left]);
+  /** A stream's place among MAX_STREAMS, given back when `work` ends. */
+  async #stream<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#streams >= MAX_STREAMS) {
+      throw new JobsError("RESOURCE_EXHAUSTED", `${MAX_STREAMS} streams are open already`);
+    }
+    this.#streams++;
+    try {
+      return await work();
+    } finally {
+      this.#streams--;
     }
   }
 
+  /** Follow: the job now, then at every change of status, until it has finished. */
+  follow(id: string, out: Outlet<JobMessage>): Promise<void> {
+    const job = this.#find(id);
+    return this.#stream(async () => {
+      await job.spawned.promise;
+      let last = "";
+      for (;;) {
+        const message = jobMessage(job);
+        const key = `${message.status}/${message.pid}`;
+        if (key !== last) {
+          last = key;
+          await out.write(message);
+        }
+        if (job.finished || out.gone) return;
+        await Promise.race([job.changed(), out.left]);
+      }
+    });
+  }
+
   /** FollowIO: both streams from the offsets given, stored bytes first, until output ends. */
-  async followIO(
+  followIO(
     id: string,
     offsets: { stdout: number; stderr: number },
     out: Outlet<OutputMessage>,
   ): Promise<void> {
     const job = this.#find(id);
+    return this.#stream(() => this.#followIO(job, offsets, out));
+  }
+
+  async #followIO(
+    job: Job,
+    offsets: { stdout: number; stderr: number },
+    out: Outlet<OutputMessage>,
+  ): Promise<void> {
     const at = { ...offsets };
     const files: Partial<Record<"stdout" | "stderr", Deno.FsFile>> = {};
     const buffer = new Uint8Array(OUTPUT_CHUNK);
@@ -296,9 +430,8 @@ export class JobService {
           );
           if (n === null || n === 0) continue;
           at[name] += n;
-          const bytes = buffer.slice(0, n);
           await out.write({
-            [name]: bytes,
+            [name]: buffer.slice(0, n),
             stdoutOffset: at.stdout,
             stderrOffset: at.stderr,
           });
@@ -307,12 +440,8 @@ export class JobService {
         if (out.gone) return;
         if (sent) continue;
         if (job.outputEnded) {
-          if (job.truncated) {
-            await out.write({
-              stdoutOffset: at.stdout,
-              stderrOffset: at.stderr,
-              truncated: true,
-            });
+          if (job.record.truncated) {
+            await out.write({ stdoutOffset: at.stdout, stderrOffset: at.stderr, truncated: true });
           }
           return;
         }
@@ -337,24 +466,33 @@ export class JobService {
     trimHeap();
   }
 
-  /** Cancel: TERM to the job's group, KILL after the grace; returns once the group is empty. */
+  /**
+   * Cancel: TERM to the job's process group, KILL after the grace; returns once no process of
+   * the group is left (a job whose own process ended already keeps its status, and what it
+   * left in its group is stopped all the same).
+   */
   async cancel(id: string, graceMs: number): Promise<JobMessage> {
     const job = this.#find(id);
     await job.spawned.promise;
-    if (job.finished && job.groupGone === null) return jobMessage(job);
     if (graceMs > MAX_CANCEL_GRACE_MS) {
       throw new JobsError("INVALID_ARGUMENT", `grace_ms ${graceMs} is more than 24 hours`);
     }
     if (job.groupGone === null) {
       job.groupGone = Promise.withResolvers<void>();
-      job.cancelRequested = true;
+      const grace = graceMs === 0 ? DEFAULT_CANCEL_GRACE_MS : graceMs;
+      job.record.cancel = { atMs: Date.now(), graceMs: grace };
+      job.save();
+      const alive = new Promise<boolean>((resolve) => {
+        const waiters = this.#signalled.get(job.seq) ?? [];
+        waiters.push(resolve);
+        this.#signalled.set(job.seq, waiters);
+      });
       this.#send({ type: "signal", seq: job.seq, signo: SIGTERM });
       this.#send({ type: "watch-group", seq: job.seq });
-      const grace = graceMs === 0 ? DEFAULT_CANCEL_GRACE_MS : graceMs;
-      const timer = setTimeout(() => {
-        this.#send({ type: "signal", seq: job.seq, signo: SIGKILL });
-      }, grace);
-      void job.groupGone.promise.then(() => clearTimeout(timer));
+      // CANCELLED only if the TERM found the job's own process alive: one that ended on its
+      // own a moment before keeps its own status.
+      if (await alive) this.#cancelled.add(job.seq);
+      this.#killAfter(job, grace);
     }
     await job.groupGone.promise;
     // The group can empty a moment before the leader's status arrives: wait for it too.
@@ -362,8 +500,33 @@ export class JobService {
     return jobMessage(job);
   }
 
-  /** List: every job kept, oldest first. */
-  list(): JobMessage[] {
-    return this.#table.list().map(jobMessage);
+  #killAfter(job: Job, ms: number): void {
+    const timer = setTimeout(() => {
+      this.#send({ type: "signal", seq: job.seq, signo: SIGKILL });
+    }, Math.max(0, ms));
+    void job.groupGone?.promise.then(() => clearTimeout(timer));
+  }
+
+  /** List: the jobs kept, oldest first, a page at a time (`ids`: those jobs only). */
+  list(request: ListFields): { jobs: JobMessage[]; nextAfterId: string } {
+    const wanted = new Set(request.ids);
+    let jobs = this.#table.list().filter((job) => wanted.size === 0 || wanted.has(job.id));
+    if (request.afterId !== "") {
+      const after = this.#table.get(request.afterId);
+      jobs = after === undefined ? [] : jobs.filter((job) => job.seq > after.seq);
+    }
+    const limit = Math.min(request.limit === 0 ? LIST_PAGE_JOBS : request.limit, LIST_PAGE_JOBS);
+    const page: JobMessage[] = [];
+    let bytes = 0;
+    for (const job of jobs) {
+      if (page.length >= limit || (page.length > 0 && bytes >= LIST_PAGE_BYTES)) break;
+      page.push(jobMessage(job));
+      bytes += job.record.argv.reduce((sum, arg) => sum + arg.length, 128);
+    }
+    const more = page.length < jobs.length;
+    return { jobs: page, nextAfterId: more ? page.at(-1)?.id ?? "" : "" };
   }
 }
+
+/** Records of a run, for the restarted service's first look (exported for tests). */
+export type { JobRecord };

@@ -1,16 +1,44 @@
 /**
- * The supervisor's side of the job service (`--jobs-socket`): it spawns the jobs the service
- * asks for, signals their process groups and tells the service when the one reaper reaped
- * them. Spawning, signalling and reaping all happen on this thread, as for the main child, so
- * a job's pid or group is never signalled after it was reaped (and perhaps reused).
- * Loaded only with --jobs-socket.
+ * The supervisor's side of the job service (`--jobs-socket`). The service, gRPC and all, is a
+ * process of its own (`denit job serve`: this executable again, in its own process group): denit
+ * starts it, starts it again when it dies (with a backoff), never forwards the main child's
+ * signals to it, and stops it at the end. What only denit may do stays here: it spawns the jobs
+ * (so each is denit's child, and its exit status can never be lost, even while the service is
+ * down), signals their process groups and reaps them with the one reaper. It keeps a read end of
+ * every job's output pipes until the service says the output ended: while the service is down a
+ * job's writes wait in the pipe (never SIGPIPE), and a restarted service gets the pipes back.
+ * Nothing here loads gRPC, protobuf or Node's compatibility layer.
  */
 
-import type { FromJobHost, JobCounts, ToJobHost } from "../common/jobs.ts";
+import {
+  CONTROL_FD,
+  type FromJobHost,
+  type JobCounts,
+  type JobEnd,
+  type ToJobHost,
+} from "../common/jobs.ts";
 import type { Logger } from "../common/log.ts";
-import { signalName } from "../common/signals.ts";
-import { Errno, type ExitStatus, sendSignal, spawn } from "../sys/process.ts";
-import { closeFd, destroyFileActions, jobFileActions } from "../sys/pipes.ts";
+import { RUN_FLAGS } from "../common/runtime.ts";
+import { dirname } from "../common/paths.ts";
+import { signalName, SIGTERM } from "../common/signals.ts";
+import { Channel, channelPair, closeReceived } from "../sys/channel.ts";
+import {
+  closeFd,
+  destroyFileActions,
+  jobFileActions,
+  openPipe,
+  serviceFileActions,
+} from "../sys/pipes.ts";
+import {
+  environEntries,
+  Errno,
+  type ExitStatus,
+  hasTerminated,
+  pathExists,
+  sendSignal,
+  spawnAsync,
+  type SpawnResult,
+} from "../sys/process.ts";
 import {
   ExecError,
   execFailure,
@@ -19,114 +47,302 @@ import {
   shellFallback,
 } from "./command.ts";
 
-/** What the host needs from the service's thread: a way to answer it. */
-export interface JobLink {
-  send(message: FromJobHost): void;
-}
-
-interface Running {
-  readonly seq: number;
-  readonly pid: number;
-  /** Reaped: the group may live on (its other members), but the pid is not ours any more. */
-  reaped: boolean;
-  /** Cancel waits for the group to be empty: checked after every round of reaping. */
-  watched: boolean;
-}
+/** The service starts again after this long, doubled at each death up to RESTART_MAX_MS. */
+const RESTART_FIRST_MS = 100;
+const RESTART_MAX_MS = 5000;
+/** A service that ran this long before it died is started again at once (the backoff resets). */
+const RESTART_RESET_AFTER_MS = 10_000;
+/** Pids reaped while a job's spawn was under way, kept until the spawn says whose they are. */
+const UNCLAIMED_LIMIT = 1024;
+/** SIGUSR1 (10): the job service's runtime (`deno run` 2.9.2+) would open an inspector on it. */
+const SIGUSR1 = 10;
 
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
-function envValue(env: readonly string[], key: string): string | undefined {
-  const prefix = `${key}=`;
-  const entry = env.findLast((e) => e.startsWith(prefix));
-  return entry?.slice(prefix.length);
+/** Where and how the service runs. */
+export interface JobsSettings {
+  readonly socket: string;
+  readonly spool: string;
+  readonly log: Logger;
+  /** The service's log lines: the same level and format as denit's. */
+  readonly logArgs: readonly string[];
+  readonly onCounts: (counts: JobCounts) => void;
 }
 
-/** Spawns, signals and reports jobs; the supervisor calls `reaped()` for every reaped pid. */
+interface HeldJob {
+  readonly seq: number;
+  readonly pid: number;
+  /** The read ends of its stdout and stderr pipes, until the service says the output ended. */
+  pipes: number[];
+  /** Its end, once reaped: kept until the service recorded it. */
+  end: JobEnd | null;
+  /** No process of its group is left (checked after the leader's end). */
+  groupGone: boolean;
+  /** Cancel waits for the group to be empty. */
+  watched: boolean;
+  /** The service recorded the job's end in its spool. */
+  recorded: boolean;
+}
+
+/** The command that starts the service: this executable again, `job serve`. */
+export function serviceCommand(): string[] {
+  const exe = Deno.execPath();
+  if (Deno.build.standalone) return [exe, "job", "serve"];
+  // The `deno run` form: the job service's runtime beside this one (deno-jobs, Deno 2.9.6,
+  // whose networking does not leak per connection), else this one.
+  const jobsRuntime = `${dirname(exe)}/deno-jobs`;
+  const runtime = pathExists(jobsRuntime) ? jobsRuntime : exe;
+  const main = new URL(Deno.mainModule).pathname;
+  if (main.endsWith(".js")) return [runtime, ...RUN_FLAGS, main, "job", "serve"];
+  // From the sources: their deno.json maps the npm packages.
+  const flags = RUN_FLAGS.filter((flag) => flag !== "--no-config" && flag !== "--no-lock");
+  return [runtime, ...flags, "--config", `${dirname(main)}/deno.json`, main, "job", "serve"];
+}
+
+/** The environment of the service's runtime: nothing of the container's steers it. */
+const SERVICE_ENVIRONMENT = [
+  "DENO_DIR=/dev/null/denit-no-cache",
+  "DENO_DISABLE_NODE_SHIM=1",
+  "DENO_NO_UPDATE_CHECK=1",
+];
+
+/** Runs the job service's process and the jobs it asks for. */
 export class JobHost {
-  readonly #link: JobLink;
-  readonly #log: Logger;
-  readonly #onCounts: (counts: JobCounts) => void;
-  readonly #bySeq = new Map<number, Running>();
-  readonly #byPid = new Map<number, Running>();
+  readonly #settings: JobsSettings;
+  readonly #jobs = new Map<number, HeldJob>();
+  readonly #byPid = new Map<number, HeldJob>();
+  readonly #unclaimed = new Map<number, ExitStatus>();
+  #spawning = 0;
+  /** Resolved (and renewed) whenever a spawn finishes. */
+  #spawned = Promise.withResolvers<void>();
+  #channel: Channel | null = null;
+  #servicePid = 0;
+  #serviceStartedAtMs = 0;
+  #restartDelayMs = RESTART_FIRST_MS;
+  #listening: PromiseWithResolvers<void> | null = null;
+  /** denit is stopping: no new jobs, and the service is not started again. */
+  #stopping = false;
+  #closed = false;
 
-  constructor(link: JobLink, log: Logger, onCounts: (counts: JobCounts) => void) {
-    this.#link = link;
-    this.#log = log;
-    this.#onCounts = onCounts;
+  constructor(settings: JobsSettings) {
+    this.#settings = settings;
   }
 
-  /** A message from the service's thread. Never throws: a failure is a log line. */
-  handle(message: ToJobHost): void {
-    try {
-      switch (message.type) {
-        case "run":
-          return this.#run(message);
-        case "signal":
-          return this.#signal(message.seq, message.signo);
-        case "watch-group":
-          return this.#watch(message.seq);
-        case "counts":
-          return this.#onCounts(message.counts);
-        case "failed":
-          // The service's thread died (an uncaught error): the supervisor and the jobs go on.
-          return this.#log.error(`the job service stopped: ${message.message}`);
-        case "listening":
-          return;
-      }
-    } catch (err: unknown) {
-      this.#log.error("job service request failed", { error: String(err) });
-    }
+  /** The service's pid (0 while it is down): never signalled with the main child. */
+  get servicePid(): number {
+    return this.#servicePid;
   }
 
-  #run(request: Extract<ToJobHost, { type: "run" }>): void {
+  /** Starts the service; resolves once it listens, rejects with why it cannot. */
+  async start(): Promise<void> {
+    this.#listening = Promise.withResolvers<void>();
+    await this.#startService();
+    await this.#listening.promise;
+  }
+
+  async #startService(): Promise<void> {
+    const [ours, theirs] = channelPair();
+    const actions = serviceFileActions(theirs, CONTROL_FD);
+    const { socket, spool, logArgs } = this.#settings;
+    const argv = [
+      ...serviceCommand(),
+      "--socket",
+      socket,
+      "--spool",
+      spool,
+      "--parent",
+      String(Deno.pid),
+      ...logArgs,
+    ];
+    let result: SpawnResult;
     try {
-      const result = this.#spawn(request);
-      if (typeof result === "number") {
-        const job: Running = { seq: request.seq, pid: result, reaped: false, watched: false };
-        this.#bySeq.set(job.seq, job);
-        this.#byPid.set(job.pid, job);
-        this.#link.send({ type: "spawned", seq: job.seq, pid: job.pid });
-        this.#log.info("job started", { pid: job.pid });
-      } else {
-        this.#link.send({
-          type: "not-started",
-          seq: request.seq,
-          exitCode: result.exitCode,
-          message: result.message,
-        });
-      }
+      result = await spawnAsync({
+        path: encoder.encode(argv[0]),
+        argv: argv.map((word) => encoder.encode(word)),
+        env: SERVICE_ENVIRONMENT.map((entry) => encoder.encode(entry)),
+        fileActions: actions,
+        blocked: [SIGUSR1],
+      });
     } finally {
-      // The job has its copies (or never will): the service sees the end of output once
-      // every process holding them is gone.
-      closeFd(request.stdout);
-      closeFd(request.stderr);
+      destroyFileActions(actions);
+      closeFd(theirs);
+    }
+    const channel = new Channel(ours);
+    if (result.kind === "failed") {
+      channel.close();
+      const error = new Error(`cannot start the job service: errno ${result.errno}`);
+      this.#listening?.reject(error);
+      throw error;
+    }
+    this.#channel = channel;
+    this.#servicePid = result.pid;
+    this.#serviceStartedAtMs = Date.now();
+    void this.#receive(channel);
+  }
+
+  async #receive(channel: Channel): Promise<void> {
+    for (;;) {
+      const message = await channel.receive();
+      if (message === null) break;
+      for (const fd of message.fds) closeReceived(fd); // the service sends none
+      try {
+        await this.#handle(JSON.parse(decoder.decode(message.data)) as ToJobHost);
+      } catch (err: unknown) {
+        this.#settings.log.error("job service request failed", { error: String(err) });
+      }
+    }
+    if (this.#channel === channel) this.#channel = null;
+    channel.close();
+    // Before it listened: the start fails (its own message came already, if it had one).
+    this.#listening?.reject(new Error("the job service ended before it listened"));
+  }
+
+  #send(message: FromJobHost, fds: readonly number[] = []): void {
+    const channel = this.#channel;
+    if (channel === null) return; // down: a restarted service gets the state at once
+    void channel.send(encoder.encode(JSON.stringify(message)), fds);
+  }
+
+  async #handle(message: ToJobHost): Promise<void> {
+    switch (message.type) {
+      case "listening":
+        return await this.#listened();
+      case "failed":
+        this.#listening?.reject(Object.assign(new Error(message.message), { name: message.kind }));
+        return;
+      case "run":
+        return await this.#run(message);
+      case "signal":
+        return this.#signal(message.seq, message.signo);
+      case "watch-group":
+        return this.#watch(message.seq);
+      case "output-done":
+        return this.#outputDone(message.seq);
+      case "forget":
+        return this.#forget(message.seq);
+      case "counts":
+        return this.#settings.onCounts(message.counts);
     }
   }
 
-  #spawn(request: Extract<ToJobHost, { type: "run" }>): number | ExecError {
+  /** The service listens: a restarted one gets every job denit still holds. */
+  async #listened(): Promise<void> {
+    const first = this.#listening;
+    this.#listening = null;
+    first?.resolve();
+    if (first !== null) return;
+    this.#settings.log.info("job service listening again", { pid: this.#servicePid });
+    // A spawn the last service asked for finishes first: its job is among those sent.
+    while (this.#spawning > 0) await this.#spawned.promise;
+    for (const job of this.#jobs.values()) {
+      this.#send(
+        { type: "job", seq: job.seq, pid: job.pid, end: job.end, groupGone: job.groupGone },
+        job.pipes,
+      );
+    }
+    this.#send({ type: "resumed" });
+    if (this.#stopping) this.#send({ type: "stopping" });
+  }
+
+  async #run(request: Extract<ToJobHost, { type: "run" }>): Promise<void> {
+    if (this.#stopping) {
+      this.#send({
+        type: "not-started",
+        seq: request.seq,
+        exitCode: 125,
+        message: "denit is stopping: no new jobs",
+      });
+      return;
+    }
+    const pipes = [openPipe(), openPipe()];
+    const [out, err] = pipes;
+    if (
+      out === undefined || err === undefined || typeof out === "number" || typeof err === "number"
+    ) {
+      for (const pipe of pipes) {
+        if (typeof pipe === "object") [pipe.read, pipe.write].forEach(closeFd);
+      }
+      this.#send({
+        type: "not-started",
+        seq: request.seq,
+        exitCode: 125,
+        message: "no pipe for its output",
+      });
+      return;
+    }
+    this.#spawning++;
+    let result: number | ExecError;
+    try {
+      result = await this.#spawnJob(request, out.write, err.write);
+    } finally {
+      this.#spawning--;
+      this.#spawned.resolve();
+      this.#spawned = Promise.withResolvers<void>();
+      // The job has its copies (or never will): its output ends when every holder is gone.
+      closeFd(out.write);
+      closeFd(err.write);
+    }
+    if (typeof result !== "number") {
+      closeFd(out.read);
+      closeFd(err.read);
+      this.#send({
+        type: "not-started",
+        seq: request.seq,
+        exitCode: result.exitCode,
+        message: result.message,
+      });
+      return;
+    }
+    const job: HeldJob = {
+      seq: request.seq,
+      pid: result,
+      pipes: [out.read, err.read],
+      end: null,
+      groupGone: false,
+      watched: false,
+      recorded: false,
+    };
+    this.#jobs.set(job.seq, job);
+    this.#byPid.set(job.pid, job);
+    this.#send({ type: "spawned", seq: job.seq, pid: job.pid }, job.pipes);
+    this.#settings.log.info("job started", { pid: job.pid });
+    // Reaped while its spawn was under way (a job that ended at once): its status is here.
+    const early = this.#unclaimed.get(job.pid);
+    if (early !== undefined) {
+      this.#unclaimed.delete(job.pid);
+      this.reaped(job.pid, early);
+    }
+  }
+
+  async #spawnJob(
+    request: Extract<ToJobHost, { type: "run" }>,
+    stdout: number,
+    stderr: number,
+  ): Promise<number | ExecError> {
     const name = request.argv[0] ?? "";
     // A relative name with a slash is relative to the job's directory, as after its chdir.
     const base = request.workDir !== null && name.includes("/") && !name.startsWith("/")
       ? `${request.workDir.replace(/\/+$/, "")}/${name}`
       : name;
+    const env = jobEnvironment(request.env);
     let path: Uint8Array;
     try {
-      path = resolveCommand(base, envValue(request.env, "PATH"));
+      path = resolveCommand(base, pathOf(env));
     } catch (err: unknown) {
       if (err instanceof ExecError) return err;
       throw err;
     }
     const argv = request.argv.map((arg) => encoder.encode(arg));
-    const env = request.env.map((entry) => encoder.encode(entry));
-    const actions = jobFileActions(request);
+    const actions = jobFileActions({ stdout, stderr, workDir: request.workDir });
     try {
       let command: Executable = { path, argv };
-      let result = spawn({ ...command, env, fileActions: actions });
+      let result = await spawnAsync({ ...command, env, fileActions: actions });
       if (result.kind === "failed" && result.errno === Errno.ENOEXEC) {
         const fallback = shellFallback(command);
         if (fallback !== null) {
           command = fallback;
-          result = spawn({ ...command, env, fileActions: actions });
+          result = await spawnAsync({ ...command, env, fileActions: actions });
         }
       }
       if (result.kind === "spawned") return result.pid;
@@ -137,58 +353,159 @@ export class JobHost {
   }
 
   #signal(seq: number, signo: number): void {
-    const job = this.#bySeq.get(seq);
-    if (job === undefined) return; // its group is gone: nothing of it may be signalled
+    const job = this.#jobs.get(seq);
+    // Its own process already ended (reaped, or a zombie about to be): the job's end is its own.
+    const alive = job !== undefined && job.end === null && !hasTerminated(job.pid);
+    this.#send({ type: "signalled", seq, alive });
+    if (job === undefined || job.groupGone) {
+      this.#send({ type: "group-gone", seq });
+      return;
+    }
     const result = sendSignal(-job.pid, signo);
     if (!result.ok && result.errno === Errno.ESRCH) this.#groupGone(job);
-    else this.#log.info("signal sent to a job", { signal: signalName(signo), group: job.pid });
+    else {this.#settings.log.info("signal sent to a job", {
+        signal: signalName(signo),
+        group: job.pid,
+      });}
   }
 
   #watch(seq: number): void {
-    const job = this.#bySeq.get(seq);
-    if (job === undefined) {
-      this.#link.send({ type: "group-gone", seq });
+    const job = this.#jobs.get(seq);
+    if (job === undefined || job.groupGone) {
+      this.#send({ type: "group-gone", seq });
       return;
     }
     job.watched = true;
     this.#checkGroup(job);
   }
 
-  /** After a round of reaping: called with every reaped pid that was not the main child. */
+  #outputDone(seq: number): void {
+    const job = this.#jobs.get(seq);
+    if (job === undefined) return;
+    for (const fd of job.pipes) closeFd(fd);
+    job.pipes = [];
+    this.#dropIfDone(job);
+  }
+
+  #forget(seq: number): void {
+    const job = this.#jobs.get(seq);
+    if (job === undefined) return;
+    job.recorded = true;
+    this.#dropIfDone(job);
+  }
+
+  /**
+   * A job is dropped once the service recorded its end, its output ended and no process of its
+   * group is left: until then a Cancel can still reach what it left in its group.
+   */
+  #dropIfDone(job: HeldJob): void {
+    if (!job.recorded || job.pipes.length > 0 || !job.groupGone) return;
+    this.#jobs.delete(job.seq);
+    this.#byPid.delete(job.pid);
+  }
+
+  /**
+   * Called for every reaped pid that was not the main child; true if it was a job or the
+   * service (not an orphan for -w).
+   */
   reaped(pid: number, status: ExitStatus): boolean {
+    if (pid === this.#servicePid && pid !== 0) {
+      this.#serviceEnded(status);
+      return true;
+    }
     const job = this.#byPid.get(pid);
-    if (job === undefined) return false;
-    this.#byPid.delete(pid);
-    job.reaped = true;
-    this.#link.send({
-      type: "exited",
-      seq: job.seq,
+    if (job === undefined) {
+      if (this.#spawning === 0) return false;
+      // Perhaps a job whose spawn has not answered yet: its status waits for it.
+      if (this.#unclaimed.size < UNCLAIMED_LIMIT) this.#unclaimed.set(pid, status);
+      return true;
+    }
+    job.end = {
       code: status.kind === "exited" ? status.code : null,
       signal: status.kind === "signaled" ? signalName(status.signo) : null,
-    });
-    if (!job.watched) this.#checkGroup(job);
+    };
+    this.#send({ type: "exited", seq: job.seq, ...job.end });
+    this.#checkGroup(job);
     return true;
   }
 
-  /** After every round of reaping: groups that Cancel waits for may have emptied. */
+  /** After every round of reaping: the groups of ended jobs may have emptied. */
   afterRound(): void {
-    for (const job of this.#bySeq.values()) if (job.reaped) this.#checkGroup(job);
+    for (const job of this.#jobs.values()) if (job.end !== null) this.#checkGroup(job);
   }
 
-  #checkGroup(job: Running): void {
+  #checkGroup(job: HeldJob): void {
+    if (job.end === null || job.groupGone) return;
     // kill(-pgid, 0): ESRCH once no process (not even a zombie) is left in the group.
-    if (!job.reaped) return;
     const probe = sendSignal(-job.pid, 0);
     if (!probe.ok && probe.errno === Errno.ESRCH) this.#groupGone(job);
-    else if (!job.watched) {
-      // Not cancelled: the job is over once its leader is; its group is none of ours to wait for.
-      this.#bySeq.delete(job.seq);
-    }
   }
 
-  #groupGone(job: Running): void {
-    this.#bySeq.delete(job.seq);
-    this.#byPid.delete(job.pid);
-    this.#link.send({ type: "group-gone", seq: job.seq });
+  #groupGone(job: HeldJob): void {
+    job.groupGone = true;
+    if (job.watched) this.#send({ type: "group-gone", seq: job.seq });
+    this.#dropIfDone(job);
   }
+
+  #serviceEnded(status: ExitStatus): void {
+    const ran = Date.now() - this.#serviceStartedAtMs;
+    this.#servicePid = 0;
+    this.#channel?.close();
+    this.#channel = null;
+    if (this.#stopping || this.#closed || this.#listening !== null) return;
+    if (ran >= RESTART_RESET_AFTER_MS) this.#restartDelayMs = RESTART_FIRST_MS;
+    const delay = this.#restartDelayMs;
+    this.#restartDelayMs = Math.min(delay * 2, RESTART_MAX_MS);
+    const how = status.kind === "exited"
+      ? `exited with code ${status.code}`
+      : `was killed by ${signalName(status.signo)}`;
+    this.#settings.log.warn(`the job service ${how}; starting it again in ${delay} ms`, {
+      jobs: this.#jobs.size,
+    });
+    setTimeout(() => {
+      if (this.#stopping || this.#closed || this.#servicePid !== 0) return;
+      this.#startService().catch((err: unknown) => {
+        this.#settings.log.error("cannot start the job service again", { error: String(err) });
+      });
+    }, delay);
+  }
+
+  /** denit is stopping (a stop signal, or the main child ended): no new jobs from now on. */
+  stopping(): void {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    this.#send({ type: "stopping" });
+  }
+
+  /** At denit's end: the service gets SIGTERM (the leftover sweep stops what remains). */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#stopping = true;
+    if (this.#servicePid !== 0) sendSignal(this.#servicePid, SIGTERM);
+    this.#channel?.close();
+    this.#channel = null;
+    try {
+      Deno.removeSync(this.#settings.socket);
+    } catch {
+      // Never made, or removed by the service already.
+    }
+  }
+}
+
+/** denit's own environment, byte for byte, with the job's KEY=VALUE entries added or replacing. */
+function jobEnvironment(overrides: readonly string[]): Uint8Array[] {
+  const keys = new Set(overrides.map((entry) => entry.slice(0, entry.indexOf("="))));
+  const inherited = environEntries().filter((entry) => {
+    const equals = entry.indexOf(0x3d); // "="
+    return equals <= 0 || !keys.has(decoder.decode(entry.subarray(0, equals)));
+  });
+  return [...inherited, ...overrides.map((entry) => encoder.encode(entry))];
+}
+
+/** PATH of an environment, as a string (for the lookup). */
+function pathOf(env: readonly Uint8Array[]): string | undefined {
+  const prefix = encoder.encode("PATH=");
+  const entry = env.findLast((e) => prefix.every((byte, i) => e[i] === byte));
+  return entry === undefined ? undefined : decoder.decode(entry.subarray(prefix.length));
 }

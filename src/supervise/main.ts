@@ -9,7 +9,6 @@ import { formatAddress } from "../common/address.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
-import type { JobsChannel, JobsStarter } from "../common/jobs.ts";
 import type { Snapshot, SupervisorSettings } from "../common/snapshot.ts";
 import {
   asksForInspector,
@@ -21,6 +20,7 @@ import { VERSION } from "../common/version.ts";
 import { type Config, HELP, OPTIONS, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { SignalInbox } from "./inbox.ts";
 import type { FaultPoint, Supervisor } from "./supervisor.ts";
+import type { JobHost } from "./jobs.ts";
 import type { RunAs } from "./user.ts";
 
 /** An observer started before the child: it gets every snapshot, and is closed at exit. */
@@ -44,8 +44,6 @@ export interface SuperviseContext {
   readonly inbox: SignalInbox;
   /** Loads the health endpoint's code (only when --health asks for it). */
   readonly loadHealth: () => Promise<HealthStarter>;
-  /** Loads the job service's code (only when --jobs-socket asks for it). */
-  readonly loadJobs: () => Promise<JobsStarter>;
   /** A test fixture's fault injector (see SupervisorOptions); denit's entry passes none. */
   readonly trap?: (point: FaultPoint) => void;
 }
@@ -157,10 +155,10 @@ export async function superviseMain(
     publish,
     ...(context.trap === undefined ? {} : { trap: context.trap }),
   });
-  let jobs: JobsChannel | null = null;
+  let jobs: JobHost | null = null;
   try {
     // Listening before the child starts, as the health endpoint: a bad socket fails first.
-    jobs = await startJobs(config, log, context, supervisor);
+    jobs = await startJobs(config, log, supervisor);
   } catch (err: unknown) {
     // The service's own messages say what is wrong with the path ("exists and is not a socket").
     const reason = err instanceof Error && err.message !== "" ? err.message : describe(err);
@@ -176,21 +174,33 @@ export async function superviseMain(
   }
 }
 
+/**
+ * The job service, a process of its own that denit supervises (jobs.ts): loaded and started
+ * only with --jobs-socket. It listens before the child starts, as the health endpoint.
+ */
 async function startJobs(
   config: Config,
   log: Logger,
-  context: SuperviseContext,
   supervisor: Supervisor,
-): Promise<JobsChannel | null> {
+): Promise<JobHost | null> {
   if (config.jobsSocket === null) return null;
-  const start = await context.loadJobs();
   const { JobHost } = await import("./jobs.ts");
-  const channel = await start(config.jobsSocket, config.jobsSpool);
-  const host = new JobHost(channel, log, (counts) => supervisor.setJobCounts(counts));
+  const host = new JobHost({
+    socket: config.jobsSocket,
+    spool: config.jobsSpool,
+    log,
+    logArgs: ["--log-level", config.logLevel, "--log-format", config.logFormat],
+    onCounts: (counts) => supervisor.setJobCounts(counts),
+  });
   supervisor.attachJobs(host);
-  channel.listen((message) => host.handle(message));
-  log.info("job service listening", { socket: config.jobsSocket, spool: config.jobsSpool });
-  return channel;
+  try {
+    await host.start();
+  } catch (err: unknown) {
+    host.close();
+    throw err;
+  }
+  log.info("job service listening", { socket: config.jobsSocket, pid: host.servicePid });
+  return host;
 }
 
 /**

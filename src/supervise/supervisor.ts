@@ -563,6 +563,8 @@ export class Supervisor {
     if (this.#finished) return;
     const step = transition(this.#state, event, this.#policy);
     this.#state = step.state;
+    // Stopping: the job service takes no new jobs (they would be stopped at once).
+    if (step.state.name === "stopping" || step.state.name === "exited") this.#jobs?.stopping();
     for (const effect of step.effects) {
       try {
         this.#perform(effect);
@@ -676,12 +678,15 @@ export class Supervisor {
 
   /** `--wait-descendants`: every remaining descendant gets the signal, however often it comes. */
   #signalDescendants(signo: number): void {
-    if (Deno.pid === 1) {
+    // The job service is never sent the main child's signals: kill(-1) would reach it too.
+    const service = this.#jobs?.servicePid ?? 0;
+    if (Deno.pid === 1 && service === 0) {
       if (sendSignal(-1, signo).ok) this.#count(signo);
       return;
     }
     let hit = 0;
-    for (const pid of this.#spare(descendants)) if (sendSignal(pid, signo).ok) hit++;
+    const targets = this.#spare(Deno.pid === 1 ? otherProcesses : descendants);
+    for (const pid of targets) if (pid !== service && sendSignal(pid, signo).ok) hit++;
     if (hit > 0) this.#count(signo);
     this.#log.info("signal sent to descendants", { signal: signalName(signo), count: hit });
   }

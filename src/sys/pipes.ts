@@ -10,8 +10,9 @@ import { JOB_SYMBOLS, messageOf, openLibc, readErrno } from "./symbols.ts";
 const libc = openLibc(JOB_SYMBOLS);
 
 const F_SETFL = 4; // fcntl.h
-const O_APPEND = 0o2000; // fcntl.h (the same on x86_64 and aarch64)
 const O_TRUNC = 0o1000; // fcntl.h (the same on x86_64 and aarch64)
+const SEEK_SET = 0; // unistd.h
+const SEEK_END = 2; // unistd.h
 const POLLIN = 0x1; // poll.h
 /** poll.h: POLLERR | POLLHUP | POLLNVAL, reported whether asked for or not. */
 const POLL_ENDED = 0x8 | 0x10 | 0x20;
@@ -84,6 +85,18 @@ export function jobFileActions(streams: JobStreams): Uint8Array<ArrayBuffer> {
   return actions;
 }
 
+/**
+ * posix_spawn file actions for the job service's process: stdin from /dev/null, and its end of
+ * the control channel at descriptor `target` (dup2 clears close-on-exec on the copy).
+ */
+export function serviceFileActions(controlFd: number, target: number): Uint8Array<ArrayBuffer> {
+  const actions = new Uint8Array(FILE_ACTIONS_BYTES);
+  libc.posix_spawn_file_actions_init(actions);
+  libc.posix_spawn_file_actions_addopen(actions, 0, cPath("/dev/null"), O.RDONLY, 0);
+  libc.posix_spawn_file_actions_adddup2(actions, controlFd, target);
+  return actions;
+}
+
 /** posix_spawn_file_actions_destroy(3). */
 export function destroyFileActions(actions: Uint8Array<ArrayBuffer>): void {
   libc.posix_spawn_file_actions_destroy(actions);
@@ -111,11 +124,44 @@ export function writeAll(fd: number, buffer: Uint8Array<ArrayBuffer>, length: nu
   return 0;
 }
 
-/** A new spool file, mode 0600, emptied if it was there: its descriptor, or -errno. */
-export function createSpoolFile(path: string): number {
-  const flags = O.WRONLY | O.CREAT | O_TRUNC | O_APPEND | O.CLOEXEC | O.NOFOLLOW;
+/**
+ * A spool file, mode 0600: new and empty, or (`keep`) as a service before this one left it.
+ * Its descriptor, or -errno.
+ */
+export function openSpoolFile(path: string, keep: boolean): number {
+  const flags = O.WRONLY | O.CREAT | (keep ? 0 : O_TRUNC) | O.CLOEXEC | O.NOFOLLOW;
   const fd = libc.open(cPath(path), flags, 0o600);
   return fd >= 0 ? fd : -errno();
+}
+
+/** Writes all of `bytes` at `offset` of the file (lseek, then write): 0, or -errno. */
+export function writeAt(fd: number, bytes: Uint8Array<ArrayBuffer>, offset: number): number {
+  if (Number(libc.lseek(fd, BigInt(offset), SEEK_SET)) < 0) return -errno();
+  return writeAll(fd, bytes, bytes.length);
+}
+
+/** The size of an open file (lseek to its end), or -errno. */
+export function fileSize(fd: number): number {
+  const end = Number(libc.lseek(fd, 0n, SEEK_END));
+  return end >= 0 ? end : -errno();
+}
+
+const SPLICE_F_NONBLOCK = 0x02; // fcntl.h
+
+/**
+ * splice(2): up to `length` bytes from the pipe `from` into the file `to` at `at` (which the
+ * kernel moves on). The count (> 0), 0 when every writer of the pipe is gone, or -errno
+ * (-EAGAIN: nothing in the pipe now). The bytes leave the pipe and enter the file in one call:
+ * a process killed around it loses none.
+ */
+export function spliceInto(
+  from: number,
+  to: number,
+  at: BigInt64Array<ArrayBuffer>,
+  length: number,
+): number {
+  const n = Number(libc.splice(from, null, to, at, BigInt(length), SPLICE_F_NONBLOCK));
+  return n >= 0 ? n : -errno();
 }
 
 /**

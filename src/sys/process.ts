@@ -282,6 +282,8 @@ export interface SpawnRequest {
   readonly fileSoftLimit?: number | null;
   /** posix_spawn file actions made by the caller (a job's pipes), which it destroys after. */
   readonly fileActions?: Uint8Array<ArrayBuffer>;
+  /** Signals the child starts with blocked (default: none). */
+  readonly blocked?: readonly number[];
 }
 
 /** Result of `spawn()`. */
@@ -309,23 +311,27 @@ function pointerArray(strings: readonly Uint8Array<ArrayBuffer>[]): BigUint64Arr
   return array;
 }
 
-function signalSet(filled: boolean): Uint8Array<ArrayBuffer> {
-  // sigset_t is a bit array, bit N-1 for signal N. Filled, it holds every signal 1..64
-  // directly: sigfillset(3) in glibc leaves out 32 and 33 (its internal SIGCANCEL and
-  // SIGSETXID), and posix_spawn would then leave those two as the parent has them.
+/** sigset_t, a bit array (bit N-1 for signal N), holding `signos`. */
+function signalSet(signos: readonly number[]): Uint8Array<ArrayBuffer> {
   const set = new Uint8Array(SIGSET_BYTES);
-  if (filled) set.fill(0xff, 0, 8);
+  for (const signo of signos) {
+    set[(signo - 1) >> 3] = (set[(signo - 1) >> 3] ?? 0) | (1 << ((signo - 1) & 7));
+  }
   return set;
 }
 
-function spawnAttributes(): Uint8Array<ArrayBuffer> {
+// Every signal 1..64, directly: sigfillset(3) in glibc leaves out 32 and 33 (its internal
+// SIGCANCEL and SIGSETXID), and posix_spawn would then leave those two as the parent has them.
+const ALL_SIGNALS = Array.from({ length: 64 }, (_, i) => i + 1);
+
+function spawnAttributes(blocked: readonly number[] = []): Uint8Array<ArrayBuffer> {
   const attr = new Uint8Array(SPAWNATTR_BYTES);
   libc.posix_spawnattr_init(attr);
   const flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
   libc.posix_spawnattr_setflags(attr, flags);
   libc.posix_spawnattr_setpgroup(attr, 0); // a new process group led by the child
-  libc.posix_spawnattr_setsigdefault(attr, signalSet(true)); // every signal at SIG_DFL
-  libc.posix_spawnattr_setsigmask(attr, signalSet(false)); // an empty signal mask
+  libc.posix_spawnattr_setsigdefault(attr, signalSet(ALL_SIGNALS)); // every signal at SIG_DFL
+  libc.posix_spawnattr_setsigmask(attr, signalSet(blocked)); // an empty mask, or `blocked`
   return attr;
 }
 
@@ -346,7 +352,7 @@ export function spawn(request: SpawnRequest): SpawnResult {
     libc.posix_spawn_file_actions_init(actions);
     libc.posix_spawn_file_actions_addtcsetpgrp_np?.(actions, request.foregroundFd ?? 0);
   }
-  const attr = spawnAttributes();
+  const attr = spawnAttributes(request.blocked);
   // setrlimit is process-wide: lowered only around the spawn (denit holds few descriptors).
   const limit = request.fileSoftLimit === undefined ? null : fileLimit();
   if (limit !== null && limit.soft !== request.fileSoftLimit) {
@@ -369,4 +375,72 @@ export function spawn(request: SpawnRequest): SpawnResult {
     // The C strings must outlive posix_spawn: referenced here, they stay reachable until now.
     void [args, path, envStrings, envp];
   }
+}
+
+/**
+ * posix_spawn(3) as `spawn()` does it, on a thread of the runtime (the caller's thread is not
+ * held while the child starts: a job's start never delays a signal to the main child). No
+ * terminal hand-over and no change of limits: for jobs and the job service.
+ */
+export async function spawnAsync(request: SpawnRequest): Promise<SpawnResult> {
+  const path = packStrings([request.path]);
+  const argv = packStrings(request.argv);
+  const envp = packStrings(request.env ?? environEntries());
+  const attr = spawnAttributes(request.blocked);
+  const pid = new Int32Array(32); // larger than V8 keeps on its heap: its address stays put
+  try {
+    const code = await libc.posix_spawn_async(
+      pid,
+      path.block,
+      request.fileActions ?? null,
+      attr,
+      argv.pointers,
+      envp.pointers,
+    );
+    if (code === 0) return { kind: "spawned", pid: pid[0] ?? 0 };
+    return { kind: "failed", errno: code, stage: "exec" };
+  } finally {
+    libc.posix_spawnattr_destroy(attr);
+    // Read by another thread until now: referenced here, they stay alive and in place.
+    void [path, argv, envp, pid, request.fileActions];
+  }
+}
+
+/**
+ * NUL-terminated strings packed into one block, and a NULL-terminated `char *[]` over them,
+ * both larger than V8 keeps on its heap (so they do not move while another thread reads them).
+ * One block, whatever the count: cheap for a long argument list.
+ */
+function packStrings(strings: readonly Uint8Array[]): {
+  block: Uint8Array<ArrayBuffer>;
+  pointers: BigUint64Array<ArrayBuffer>;
+} {
+  const size = strings.reduce((total, s) => total + s.length + 1, 0);
+  const block = new Uint8Array(Math.max(size, 128));
+  const pointers = new BigUint64Array(Math.max(strings.length + 1, 16));
+  const base = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(block)));
+  let at = 0;
+  strings.forEach((s, i) => {
+    block.set(s, at);
+    pointers[i] = base + BigInt(at);
+    at += s.length + 1;
+  });
+  pointers[strings.length] = 0n;
+  return { block, pointers };
+}
+
+/** This process's environment as raw "KEY=VALUE" entries (a value need not be UTF-8). */
+export function environEntries(): Uint8Array[] {
+  const address = libc.environ;
+  const list = address === null ? null : new Deno.UnsafePointerView(address).getPointer();
+  const entries: Uint8Array[] = [];
+  if (list === null) return entries;
+  const view = new Deno.UnsafePointerView(list);
+  for (let i = 0;; i++) {
+    const entry = view.getPointer(i * 8);
+    if (entry === null) break;
+    const length = Number(libc.strlen(entry));
+    entries.push(new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(entry, length).slice(0)));
+  }
+  return entries;
 }

@@ -20,6 +20,13 @@ export const PROCESS_SYMBOLS = {
     ],
     result: "i32", // int: 0 or an errno value
   },
+  // The same call on a thread of the runtime: jobs start without holding the caller's thread.
+  posix_spawn_async: {
+    name: "posix_spawn",
+    parameters: ["buffer", "buffer", "buffer", "buffer", "buffer", "buffer"], // as posix_spawn
+    result: "i32",
+    nonblocking: true,
+  },
   posix_spawnattr_init: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
   posix_spawnattr_destroy: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
   posix_spawnattr_setflags: { parameters: ["buffer", "i16"], result: "i32" }, // attr, short flags
@@ -80,6 +87,7 @@ export const PROCESS_SYMBOLS = {
   // int setenv(const char *name, const char *value, int overwrite): raw bytes, not only UTF-8.
   setenv: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
   strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
+  strlen: { parameters: ["pointer"], result: "usize" }, // const char *s
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
   environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
 } as const satisfies Deno.ForeignLibraryInterface;
@@ -247,6 +255,10 @@ export const JOB_SYMBOLS = {
     result: "i32",
     optional: true,
   },
+  // ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+  // unsigned int flags): a pipe's bytes into a file, inside the kernel, never half done.
+  splice: { parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"], result: "isize" },
+  lseek: { parameters: ["i32", "i64", "i32"], result: "i64" }, // int fd, off_t offset, int whence
   malloc_trim: { parameters: ["usize"], result: "i32" }, // size_t pad
   strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
@@ -278,4 +290,26 @@ export const MEMORY_SYMBOLS = {
   // int madvise(void *addr, size_t length, int advice): addresses from /proc/self/maps. On a
   // thread of the runtime: zapping 40 MiB of page tables takes milliseconds.
   madvise: { parameters: ["usize", "usize", "i32"], result: "i32", nonblocking: true },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/**
+ * The job service's control channel (channel.ts): a SOCK_SEQPACKET socket pair between denit and
+ * the service's process, which carries descriptors (SCM_RIGHTS). Both sides open this table.
+ */
+export const CHANNEL_SYMBOLS = {
+  socketpair: {
+    parameters: ["i32", "i32", "i32", "buffer"], // int domain, int type, int protocol, int sv[2]
+    result: "i32",
+  },
+  setsockopt: {
+    parameters: ["i32", "i32", "i32", "buffer", "u32"], // fd, level, optname, const void *, len
+    result: "i32",
+  },
+  // ssize_t sendmsg(int fd, const struct msghdr *msg, int flags): on a thread of the runtime.
+  sendmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
+  // ssize_t recvmsg(int fd, struct msghdr *msg, int flags): on a thread of the runtime.
+  recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
+  shutdown: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int how
+  close: { parameters: ["i32"], result: "i32" }, // int fd
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
 } as const satisfies Deno.ForeignLibraryInterface;
