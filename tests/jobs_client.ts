@@ -5,7 +5,7 @@
 
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
-import { ROOT } from "./helpers.ts";
+import { denitArgv, denitPid, hostPid, type Mode, ROOT, Running } from "./helpers.ts";
 
 export const PROTO_PATH = `${ROOT}proto/denit/jobs/v1/jobs.proto`;
 
@@ -33,7 +33,10 @@ export type Callback<T> = (err: grpc.ServiceError | null, value?: T) => void;
 export interface JobsClient extends grpc.Client {
   Run(request: object, callback: Callback<Job>): grpc.ClientUnaryCall;
   Cancel(request: object, callback: Callback<Job>): grpc.ClientUnaryCall;
-  List(request: object, callback: Callback<{ jobs: Job[] }>): grpc.ClientUnaryCall;
+  List(
+    request: object,
+    callback: Callback<{ jobs: Job[]; nextAfterId: string }>,
+  ): grpc.ClientUnaryCall;
   Follow(request: object): grpc.ClientReadableStream<Job>;
   FollowIO(request: object): grpc.ClientReadableStream<Output>;
 }
@@ -54,13 +57,14 @@ const loaded = grpc.loadPackageDefinition(definition) as unknown as {
 /** Every call of a test client ends within this long: a hung call fails, it does not hang. */
 export const CALL_DEADLINE_MS = 30_000;
 
-export function client(socket: string): JobsClient {
+export function client(socket: string, options: grpc.ClientOptions = {}): JobsClient {
   const Jobs = loaded.denit.jobs.v1.Jobs as unknown as new (
     address: string,
     credentials: grpc.ChannelCredentials,
     options: grpc.ClientOptions,
   ) => JobsClient;
   return new Jobs(`unix:${socket}`, grpc.credentials.createInsecure(), {
+    ...options,
     callInvocationTransformer: (props) => {
       props.callOptions.deadline ??= Date.now() + CALL_DEADLINE_MS;
       return props;
@@ -142,4 +146,68 @@ export function outputMatches(c: JobsClient, id: string, pattern: RegExp): Promi
     });
     stream.on("end", () => reject(new Error(`${id}'s output ended without ${pattern}: ${text}`)));
   });
+}
+
+/** denit with the job service and a main child that waits; stopped and checked at the end. */
+export class Service {
+  readonly dir = Deno.makeTempDirSync({ prefix: "denit-jobs-" });
+  readonly socket = `${this.dir}/run/jobs.sock`;
+  readonly spool = `${this.dir}/spool`;
+  readonly proc: Running;
+  readonly mode: Mode;
+  #client: JobsClient | null = null;
+
+  /** `wrapper` runs denit (it ends by exec'ing its arguments). */
+  constructor(
+    mode: Mode,
+    extra: readonly string[] = [],
+    child: readonly string[] = [],
+    wrapper: readonly string[] = [],
+  ) {
+    this.mode = mode;
+    const main = child.length > 0 ? child : ["sh", "-c", "echo up; exec sleep 120"];
+    this.proc = new Running([
+      ...wrapper,
+      ...denitArgv(mode, [
+        "--jobs-socket",
+        this.socket,
+        "--jobs-spool",
+        this.spool,
+        ...extra,
+        "--",
+        ...main,
+      ]),
+    ]);
+  }
+
+  async ready(): Promise<this> {
+    await this.proc.waitFor(/^up$/);
+    return this;
+  }
+
+  get client(): JobsClient {
+    this.#client ??= client(this.socket);
+    return this.#client;
+  }
+
+  get pid(): number {
+    return denitPid(this.proc, this.mode);
+  }
+
+  /** A pid as the job service reports it (inside the namespace) → the host's. */
+  host(innerPid: number): number {
+    return this.mode === "pid1" ? hostPid(this.pid, innerPid) : innerPid;
+  }
+
+  async stop(): Promise<{ code: number; stderr: string }> {
+    this.#client?.close();
+    try {
+      Deno.kill(this.pid, "SIGTERM");
+    } catch {
+      // denit ended already: its status is still read below.
+    }
+    const status = await this.proc.status();
+    Deno.removeSync(this.dir, { recursive: true });
+    return status;
+  }
 }

@@ -12,12 +12,9 @@ import {
   cleanup,
   DENIT,
   denitArgv,
-  denitPid,
   exists,
   freePort,
-  hostPid,
   listeningSocketsOf,
-  type Mode,
   MODES,
   rawHttp,
   run,
@@ -32,11 +29,11 @@ import {
   decoder,
   finished,
   type Job,
-  type JobsClient,
   type Output,
   output,
   PROTO_PATH,
   rejection,
+  Service,
   sha256,
 } from "./jobs_client.ts";
 import {
@@ -46,59 +43,6 @@ import {
   KEEP_FINISHED_JOBS,
   readRecords,
 } from "../src/jobs/store.ts";
-
-/** denit with the job service and a main child that waits; stopped and checked at the end. */
-class Service {
-  readonly dir = Deno.makeTempDirSync({ prefix: "denit-jobs-" });
-  readonly socket = `${this.dir}/run/jobs.sock`;
-  readonly spool = `${this.dir}/spool`;
-  readonly proc: Running;
-  readonly mode: Mode;
-  #client: JobsClient | null = null;
-
-  constructor(mode: Mode, extra: readonly string[] = [], child: readonly string[] = []) {
-    this.mode = mode;
-    const main = child.length > 0 ? child : ["sh", "-c", "echo up; exec sleep 120"];
-    this.proc = new Running(
-      denitArgv(mode, [
-        "--jobs-socket",
-        this.socket,
-        "--jobs-spool",
-        this.spool,
-        ...extra,
-        "--",
-        ...main,
-      ]),
-    );
-  }
-
-  async ready(): Promise<this> {
-    await this.proc.waitFor(/^up$/);
-    return this;
-  }
-
-  get client(): JobsClient {
-    this.#client ??= client(this.socket);
-    return this.#client;
-  }
-
-  get pid(): number {
-    return denitPid(this.proc, this.mode);
-  }
-
-  /** A pid as the job service reports it (inside the namespace) → the host's. */
-  host(innerPid: number): number {
-    return this.mode === "pid1" ? hostPid(this.pid, innerPid) : innerPid;
-  }
-
-  async stop(): Promise<{ code: number; stderr: string }> {
-    this.#client?.close();
-    Deno.kill(this.pid, "SIGTERM");
-    const status = await this.proc.status();
-    Deno.removeSync(this.dir, { recursive: true });
-    return status;
-  }
-}
 
 Deno.test("jobs: the contract in the source is the proto file, byte for byte", () => {
   assertEquals(JOBS_PROTO, Deno.readTextFileSync(PROTO_PATH));

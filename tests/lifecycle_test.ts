@@ -726,14 +726,23 @@ for (const mode of MODES) {
   Deno.test(`${mode}: --ready-when notify: only the child's process tree is believed`, async () => {
     const health = freePort();
     // The child says its socket, and on USR1 a grandchild of denit (the child's own fork)
-    // sends READY=1.
+    // sends READY=1, and lives until /readyz says it was believed (a sender that is gone when
+    // denit reads its message cannot be checked: README, Readiness).
     const script = `
-import os, signal, socket
+import os, signal, socket, time, urllib.request
 name = os.environ["NOTIFY_SOCKET"]
+def ready():
+    try:
+        return urllib.request.urlopen("http://127.0.0.1:${health}/readyz", timeout=1).status == 200
+    except Exception:
+        return False
 def send():
     if os.fork() == 0:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         s.sendto(b"READY=1", "\\0" + name[1:])
+        deadline = time.time() + 5
+        while not ready() and time.time() < deadline:
+            time.sleep(0.02)
         os._exit(0)
     os.wait()
     print("sent", flush=True)

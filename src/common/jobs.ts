@@ -41,6 +41,8 @@ export type FromJobHost =
   | { type: "spawned"; seq: number; pid: number }
   /** Could not be run: 126 or 127 with the reason, as a shell would print it; or refused. */
   | { type: "not-started"; seq: number; exitCode: number; message: string }
+  /** denit is stopping: the job was never started, and is no job at all (UNAVAILABLE). */
+  | { type: "refused"; seq: number; message: string }
   | ({ type: "exited"; seq: number } & JobEnd)
   | { type: "group-gone"; seq: number }
   /** The answer to `signal`: whether the job's own process was still running then. */

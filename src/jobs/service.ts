@@ -171,6 +171,14 @@ export class JobService {
         job.spawned.resolve();
         return this.#ended(job, { code: message.exitCode, signal: null });
       }
+      case "refused":
+        if (job === undefined) return;
+        this.#stopping = true;
+        this.#table.drop(job);
+        job.spawned.promise.catch(() => {/* Run answers with it */});
+        job.spawned.reject(new JobsError("UNAVAILABLE", message.message));
+        this.#publish();
+        return;
       case "exited":
         if (job !== undefined) this.#ended(job, message);
         return;
@@ -208,6 +216,7 @@ export class JobService {
     }
     job.record.pid = message.pid;
     job.spawned.resolve();
+    this.#held.add(job.seq);
     this.#connect(job, fds);
     if (message.groupGone) job.groupGone?.resolve();
     if (message.end !== null && !job.finished) this.#ended(job, message.end);
@@ -216,9 +225,11 @@ export class JobService {
 
   /** Every job denit holds was sent: a running one it did not name never started. */
   #resumed(): void {
+    const held = this.#held;
+    this.#held = new Set();
     for (const job of this.#table.list()) {
       job.spawned.resolve();
-      const unstarted = !job.finished;
+      const unstarted = !job.finished && !held.has(job.seq);
       if (unstarted) {
         job.stderr.note("denit: the job service restarted before the job could start\n");
       }
@@ -241,6 +252,9 @@ export class JobService {
     this.#send({ type: "watch-group", seq: job.seq });
     this.#killAfter(job, cancel.atMs + cancel.graceMs - Date.now());
   }
+
+  /** Jobs denit said it holds, since the service started (until "resumed"). */
+  #held = new Set<number>();
 
   /** Jobs whose pipes are in the pump now. */
   readonly #connected = new Set<number>();

@@ -297,6 +297,13 @@ export class JobTable {
     this.#bySeq.set(job.seq, job);
   }
 
+  /** Drops a job that never started (denit refused it), and its files. */
+  drop(job: Job): void {
+    this.#jobs.delete(job.id);
+    this.#bySeq.delete(job.seq);
+    job.remove();
+  }
+
   /** Jobs in the order they were started. */
   list(): Job[] {
     return [...this.#jobs.values()];

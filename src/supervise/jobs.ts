@@ -85,6 +85,13 @@ interface HeldJob {
   recorded: boolean;
 }
 
+/**
+ * The service's V8 heap limit in the `deno run` form: under connection churn its heap would
+ * otherwise grow to about 180 MiB before V8 collects (measured, Deno 2.9.6); with this limit it
+ * stays near 90 MiB of private memory.
+ */
+const SERVICE_HEAP = "--v8-flags=--max-old-space-size=64";
+
 /** The command that starts the service: this executable again, `job serve`. */
 export function serviceCommand(): string[] {
   const exe = Deno.execPath();
@@ -94,10 +101,19 @@ export function serviceCommand(): string[] {
   const jobsRuntime = `${dirname(exe)}/deno-jobs`;
   const runtime = pathExists(jobsRuntime) ? jobsRuntime : exe;
   const main = new URL(Deno.mainModule).pathname;
-  if (main.endsWith(".js")) return [runtime, ...RUN_FLAGS, main, "job", "serve"];
+  if (main.endsWith(".js")) return [runtime, ...RUN_FLAGS, SERVICE_HEAP, main, "job", "serve"];
   // From the sources: their deno.json maps the npm packages.
   const flags = RUN_FLAGS.filter((flag) => flag !== "--no-config" && flag !== "--no-lock");
-  return [runtime, ...flags, "--config", `${dirname(main)}/deno.json`, main, "job", "serve"];
+  return [
+    runtime,
+    ...flags,
+    SERVICE_HEAP,
+    "--config",
+    `${dirname(main)}/deno.json`,
+    main,
+    "job",
+    "serve",
+  ];
 }
 
 /** The environment of the service's runtime: nothing of the container's steers it. */
@@ -247,12 +263,7 @@ export class JobHost {
 
   async #run(request: Extract<ToJobHost, { type: "run" }>): Promise<void> {
     if (this.#stopping) {
-      this.#send({
-        type: "not-started",
-        seq: request.seq,
-        exitCode: 125,
-        message: "denit is stopping: no new jobs",
-      });
+      this.#send({ type: "refused", seq: request.seq, message: "denit is stopping: no new jobs" });
       return;
     }
     const pipes = [openPipe(), openPipe()];

@@ -92,12 +92,20 @@ export function childFileLimit(
 }
 
 /** /dev/null, held as denit's spare descriptor; null if even that cannot be had. */
-function openReserve(): Deno.FsFile | null {
+/**
+ * Descriptors held back for reading /proc when all the others are taken. Several: another
+ * thread (the health endpoint's accept loop) can take a freed one before the sweep does.
+ */
+const RESERVED_DESCRIPTORS = 4;
+
+function openReserve(count = RESERVED_DESCRIPTORS): Deno.FsFile[] {
+  const files: Deno.FsFile[] = [];
   try {
-    return Deno.openSync("/dev/null", { read: true });
+    while (files.length < count) files.push(Deno.openSync("/dev/null"));
   } catch {
-    return null; // no /dev/null or no descriptor: nothing to spare later either
+    // No /dev/null or no descriptor: fewer (or none) to spare later.
   }
+  return files;
 }
 
 /** The event each timer sends when it runs out. */
@@ -179,8 +187,8 @@ export class Supervisor {
   #jobs: JobHost | null = null;
   #jobCounts: JobCounts | null = null;
   #lastSweepMs = -Infinity;
-  /** A descriptor held back for reading /proc when all the others are taken (see #spare). */
-  #reserve: Deno.FsFile | null = null;
+  /** Descriptors held back for reading /proc when all the others are taken (see #spare). */
+  #reserve: Deno.FsFile[] = [];
   /** Orphans come to denit: it is PID 1 or a subreaper (its own, or made one by its parent). */
   #adopts = false;
   /** sys/memory.ts, once the first drop of code pages loaded it. */
@@ -511,21 +519,29 @@ export class Supervisor {
 
   /**
    * Reads /proc for what to stop even when denit has no descriptor left (health clients took
-   * them all, say): a read that fails for that reason is tried again with the reserved one
-   * freed, which is taken back after. Without it the sweep would find nothing and stop nothing.
+   * them all, say): a read that fails for that reason is tried again as each reserved one
+   * is freed in turn; they are taken back after. Without it the sweep would stop nothing.
    */
   #spare<T>(work: () => T): T {
     try {
       return work();
     } catch (err: unknown) {
-      if (!(err instanceof DescriptorsExhausted) || this.#reserve === null) throw err;
-      this.#reserve.close();
-      this.#reserve = null;
-      try {
-        return work();
-      } finally {
-        this.#reserve = openReserve();
+      if (!(err instanceof DescriptorsExhausted) || this.#reserve.length === 0) throw err;
+    }
+    try {
+      // One freed at a time, until the read gets one.
+      for (;;) {
+        const file = this.#reserve.pop();
+        if (file === undefined) return work();
+        file.close();
+        try {
+          return work();
+        } catch (err: unknown) {
+          if (!(err instanceof DescriptorsExhausted)) throw err;
+        }
       }
+    } finally {
+      this.#reserve.push(...openReserve(RESERVED_DESCRIPTORS - this.#reserve.length));
     }
   }
 

@@ -126,13 +126,30 @@ async function withPod(
   try {
     const played = await podman(["kube", "play", "--network", "slirp4netns", yaml], env);
     assertEquals(played.code, 0, played.stderr);
-    await check();
+    try {
+      await check();
+    } catch (error) {
+      // What Podman saw, so that a failure on another machine explains itself.
+      const seen = await podman(["ps", "-a", "--pod", "--format", "{{.Names}} {{.Status}}"]);
+      throw new Error(
+        `${error instanceof Error ? error.message : error}; containers: ${
+          seen.stdout.trim().replaceAll("\n", "; ")
+        }`,
+      );
+    }
     const started = performance.now();
     const stopped = await podman(["pod", "stop", "-t", "40", pod]);
     assertEquals(stopped.code, 0, stopped.stderr);
     const stopMs = performance.now() - started;
     const codes: number[] = [];
     for (const container of containers) codes.push(await exitCode(container));
+    if (codes.some((code) => code !== 0)) {
+      for (const container of containers) {
+        const logs = await podman(["logs", container]);
+        // deno-lint-ignore no-console -- a failing stop shows the container's own words
+        console.error(`${container}: ${logs.stdout}${logs.stderr}`);
+      }
+    }
     return { codes, stopMs };
   } finally {
     await podman(["kube", "down", yaml], env);

@@ -1,0 +1,693 @@
+/**
+ * The job service as a process of its own (`denit job serve`, started and supervised by denit):
+ * what survives its death, its caps, its memory under connection churn, the runtime it runs on,
+ * and that PID 1 itself never loads gRPC. Real processes, a real gRPC client, real signals.
+ */
+
+import * as grpc from "@grpc/grpc-js";
+import { assertEquals, assertMatch, assertOk } from "./assert.ts";
+import {
+  DENIT,
+  exists,
+  listeningSocketsOf,
+  MODES,
+  ROOT,
+  run,
+  Running,
+  waitUntil,
+} from "./helpers.ts";
+import {
+  call,
+  client,
+  collect,
+  concat,
+  decoder,
+  finished,
+  type Job,
+  type JobsClient,
+  type Output,
+  output,
+  outputMatches,
+  rejection,
+  Service,
+} from "./jobs_client.ts";
+
+const encoder = new TextEncoder();
+
+/** The host pids of a process's children, over all its threads. */
+function childrenOf(pid: number): number[] {
+  const all: number[] = [];
+  for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
+    try {
+      const text = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`).trim();
+      if (text !== "") all.push(...text.split(" ").map(Number));
+    } catch {
+      // The thread ended while we looked.
+    }
+  }
+  return all;
+}
+
+function cmdline(pid: number): string[] {
+  try {
+    return Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
+  } catch {
+    return [];
+  }
+}
+
+/** The job service's host pid: denit's child that runs `job serve` (0 while there is none). */
+function servicePidOf(denit: number): number {
+  return childrenOf(denit).find((pid) => {
+    const words = cmdline(pid);
+    const at = words.indexOf("job");
+    return at >= 0 && words[at + 1] === "serve";
+  }) ?? 0;
+}
+
+function statusValue(pid: number, key: string): number {
+  const text = Deno.readTextFileSync(`/proc/${pid}/status`);
+  const match = new RegExp(`^${key}:\\s+(\\d+)`, "m").exec(text);
+  if (match?.[1] === undefined) throw new Error(`no ${key} in /proc/${pid}/status`);
+  return Number(match[1]);
+}
+
+async function list(c: JobsClient, request: object = {}): Promise<Job[]> {
+  const all: Job[] = [];
+  let after = "";
+  for (;;) {
+    const page = await call<{ jobs: Job[]; nextAfterId: string }>((cb) =>
+      c.List({ ...request, afterId: after }, cb)
+    );
+    all.push(...page.jobs);
+    if (page.nextAfterId === "") return all;
+    after = page.nextAfterId;
+  }
+}
+
+/** `seq FROM TO`'s output. */
+function numbers(from: number, to: number): string {
+  let text = "";
+  for (let n = from; n <= to; n++) text += `${n}\n`;
+  return text;
+}
+
+/**
+ * Follows a job's stdout through every failure of the connection: on an error it calls again
+ * from the offset it has, until the stream ends. Resolves to all of the job's stdout.
+ */
+function followThrough(c: JobsClient, id: string, onBytes: (total: number) => void) {
+  const parts: Uint8Array[] = [];
+  let received = 0;
+  let reconnects = 0;
+  const misplaced: string[] = [];
+  const done = (async () => {
+    for (;;) {
+      const ended = await new Promise<boolean>((resolve) => {
+        const stream = c.FollowIO({ id, readStdout: received, readStderr: 0 });
+        stream.on("data", (m: Output) => {
+          if (m.stdout.length === 0) return;
+          parts.push(m.stdout);
+          received += m.stdout.length;
+          // Every message says where its bytes end: a byte twice or a gap shows here.
+          if (m.stdoutOffset !== received) {
+            misplaced.push(`${m.stdoutOffset} for ${received}`);
+          }
+          onBytes(received);
+        });
+        stream.on("error", () => resolve(false));
+        stream.on("end", () => resolve(true));
+      });
+      if (ended) return { text: decoder.decode(concat(parts)), reconnects, misplaced };
+      reconnects++;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  return done;
+}
+
+/** Resolves once the service answers a List (tried every 10 ms, for at most 5 s). */
+async function answering(socket: string): Promise<void> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    // A client of its own each time: grpc-js's shared connections wait 1 s after a failure.
+    const probe = client(socket, { "grpc.use_local_subchannel_pool": 1 });
+    try {
+      await call((cb) => probe.List({ limit: 1 }, cb));
+      return;
+    } catch (err: unknown) {
+      if (Date.now() > deadline) throw new Error(`the service does not answer: ${err}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    } finally {
+      probe.close();
+    }
+  }
+}
+
+/** A FIFO that a job blocks on until `open()` is called. */
+function gate(path: string): { path: string; open: () => Promise<void> } {
+  return {
+    path,
+    open: async () => {
+      const writer = await Deno.open(path, { write: true });
+      writer.close();
+    },
+  };
+}
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: job service SIGKILLed amid 50 jobs and 10 streams: back within 1 s, no status or byte lost`, async () => {
+    const s = await new Service(mode).ready();
+    const fifoDir = await Deno.makeTempDir({ prefix: "denit-gates-" });
+    try {
+      const c = s.client;
+      const gates = [];
+      for (let i = 0; i < 50; i++) {
+        const path = `${fifoDir}/gate-${i}`;
+        const made = await run(["mkfifo", path]);
+        assertEquals(made.code, 0, made.stderr);
+        gates.push(gate(path));
+      }
+      // Jobs 0-39 print a little, wait on their gate, print more, exit with their own code;
+      // jobs 40-49 print 100,000 numbers, wait, then 100,000 more (the streamed ones).
+      for (let i = 0; i < 50; i++) {
+        const script = i < 40
+          ? `echo before ${i}; read x < "$0"; echo after ${i}; exit ${i % 8}`
+          : `seq 1 100000; read x < "$0"; seq 100001 200000`;
+        await call<Job>((cb) =>
+          c.Run({ id: `job-${i}`, argv: ["sh", "-c", script, `${fifoDir}/gate-${i}`] }, cb)
+        );
+      }
+      const streamed = new Map<number, number>();
+      const firstHalf = numbers(1, 100000).length;
+      const streams = [];
+      for (let i = 40; i < 50; i++) {
+        streams.push(followThrough(client(s.socket), `job-${i}`, (n) => streamed.set(i, n)));
+      }
+      await waitUntil(
+        () => [...streamed.values()].filter((n) => n >= firstHalf).length === 10,
+        "every stream has the first half",
+      );
+      for (let i = 0; i < 40; i++) await outputMatches(c, `job-${i}`, /^before \d+\n$/);
+
+      const before = servicePidOf(s.pid);
+      assertOk(before > 0, "no job service process");
+      const killedAt = performance.now();
+      Deno.kill(before, "SIGKILL");
+      // Jobs 0-19 end while the service is down (denit reaps them; their status waits there);
+      // the streamed jobs write their second half into their pipes meanwhile.
+      await Promise.all(gates.slice(0, 20).map((g) => g.open()));
+      await Promise.all(gates.slice(40).map((g) => g.open()));
+      await answering(s.socket);
+      const back = performance.now() - killedAt;
+      const after = servicePidOf(s.pid);
+      assertOk(after > 0 && after !== before, `service ${before} → ${after}`);
+      assertOk(back < 1000, `the service answered again after ${back.toFixed(0)} ms`);
+      await Promise.all(gates.slice(20, 40).map((g) => g.open()));
+      // The first client's connection waits out grpc-js's backoff: a new one asks from here.
+      const again = client(s.socket, { "grpc.use_local_subchannel_pool": 1 });
+
+      for (let i = 0; i < 40; i++) {
+        const done = await finished(again, `job-${i}`);
+        assertEquals(
+          [done.exitCode, done.signal, done.status],
+          [i % 8, "", i % 8 === 0 ? "SUCCEEDED" : "FAILED"],
+          `job-${i}`,
+        );
+        assertEquals((await output(again, `job-${i}`)).out, `before ${i}\nafter ${i}\n`);
+      }
+      const all = numbers(1, 200000);
+      let reconnected = 0;
+      for (const result of await Promise.all(streams)) {
+        assertOk(result.text === all, `a stream got ${result.text.length} of ${all.length} bytes`);
+        reconnected += result.reconnects;
+        assertEquals(result.misplaced, [], "stdout_offset is not where the bytes end");
+      }
+      assertOk(reconnected >= 10, `only ${reconnected} reconnects: the streams never broke`);
+      for (let i = 40; i < 50; i++) {
+        assertEquals((await finished(again, `job-${i}`)).status, "SUCCEEDED");
+      }
+      again.close();
+    } finally {
+      const { stderr } = await s.stop();
+      await Deno.remove(fifoDir, { recursive: true });
+      assertMatch(stderr, /the job service was killed by SIGKILL; starting it again in 100 ms/);
+    }
+  });
+}
+
+Deno.test("job service: 100,000 connections and 10,000 List calls leave its memory flat", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const service = servicePidOf(s.pid);
+    const churn = async (count: number) => {
+      const workers = Array.from({ length: 8 }, async (_, w) => {
+        for (let i = w; i < count; i += 8) {
+          let connection: Deno.UnixConn;
+          try {
+            connection = await Deno.connect({ transport: "unix", path: s.socket });
+          } catch (err: unknown) {
+            // The listen backlog is full (EAGAIN, at times ECONNREFUSED while the service
+            // accepts a burst): the service is behind; try again (a restart fails the test).
+            const busy = err instanceof Deno.errors.WouldBlock ||
+              err instanceof Deno.errors.ConnectionRefused;
+            if (!busy) throw err;
+            i -= 8;
+            await new Promise((resolve) => setTimeout(resolve, 1));
+            continue;
+          }
+          connection.close();
+        }
+      });
+      await Promise.all(workers);
+      // The service closes what the clients dropped (until then they count against the cap).
+      await waitUntil(() => connectionsOf(service, s.socket) === 0, "every connection closed");
+      // And it counted them out (its count of connections lags their closing a little).
+      await answering(s.socket);
+    };
+    const calls = async (count: number) => {
+      // Connections of their own, closed with the client (grpc-js keeps shared ones ~10 s).
+      const clients = Array.from(
+        { length: 4 },
+        () => client(s.socket, { "grpc.use_local_subchannel_pool": 1 }),
+      );
+      await Promise.all(clients.map(async (c, w) => {
+        for (let i = w; i < count; i += clients.length) await call((cb) => c.List({}, cb));
+      }));
+      for (const c of clients) c.close();
+    };
+    // Warm up (the runtime's heap and code settle), then measure what 90,000 and 9,000 more add.
+    await churn(10_000);
+    await calls(1000);
+    const start = statusValue(service, "VmRSS");
+    await churn(90_000);
+    await calls(9000);
+    const end = statusValue(service, "VmRSS");
+    const grownMiB = (end - start) / 1024;
+    // A leak of 20 KB a connection would be 1.8 GB here.
+    assertOk(grownMiB < 24, `the service grew by ${grownMiB.toFixed(1)} MiB`);
+    assertEquals(servicePidOf(s.pid), service, "the service was restarted meanwhile");
+  } finally {
+    const { stderr } = await s.stop();
+    assertOk(!/job service (was killed|exited)/.test(stderr), stderr);
+  }
+});
+
+/** Connections on the job socket that a process holds (the listening socket not counted). */
+function connectionsOf(pid: number, socket: string): number {
+  const ours = new Set<string>();
+  for (const line of Deno.readTextFileSync("/proc/net/unix").split("\n").slice(1)) {
+    // Num RefCount Protocol Flags Type St Inode Path; flag 0x10000 marks a listener.
+    const fields = line.trim().split(/\s+/);
+    const flags = parseInt(fields[3] ?? "0", 16);
+    if (fields[7] === socket && (flags & 0x10000) === 0 && fields[6] !== undefined) {
+      ours.add(fields[6]);
+    }
+  }
+  let count = 0;
+  for (const entry of Deno.readDirSync(`/proc/${pid}/fd`)) {
+    try {
+      const inode = /^socket:\[(\d+)\]$/.exec(Deno.readLinkSync(`/proc/${pid}/fd/${entry.name}`));
+      if (inode?.[1] !== undefined && ours.has(inode[1])) count++;
+    } catch {
+      // Closed while we looked.
+    }
+  }
+  return count;
+}
+
+Deno.test("job service: caps on connections (64), streams (128) and running jobs (256)", async () => {
+  const s = await new Service("subreaper").ready();
+  const held: Deno.UnixConn[] = [];
+  const clients: JobsClient[] = [];
+  try {
+    const c = s.client;
+    await call((cb) => c.List({}, cb)); // c's connection is one of the 64
+    for (let i = 0; i < 63; i++) {
+      held.push(await Deno.connect({ transport: "unix", path: s.socket }));
+    }
+    // The 65th is closed at once by the service.
+    const extra = await Deno.connect({ transport: "unix", path: s.socket });
+    const read = await extra.read(new Uint8Array(64)).catch(() => null);
+    extra.close();
+    assertEquals(read, null, "the 65th connection was kept");
+    // Those held still work (c's), and a slot comes back when one closes.
+    await call((cb) => c.List({}, cb));
+    for (const connection of held.splice(0)) connection.close();
+    await waitUntil(
+      () => connectionsOf(servicePidOf(s.pid), s.socket) === 1,
+      "the held connections closed",
+    );
+
+    // 256 running jobs, then a refusal.
+    for (let i = 0; i < 256; i++) {
+      await call<Job>((cb) =>
+        c.Run({ id: `sleep-${i}`, argv: ["sh", "-c", "echo ready; exec sleep 600"] }, cb)
+      );
+    }
+    const refused = await rejection(call((cb) => c.Run({ id: "one-more", argv: ["true"] }, cb)));
+    assertEquals(refused.code, grpc.status.RESOURCE_EXHAUSTED);
+    assertMatch(refused.details, /256 jobs run already/);
+
+    // 128 streams (16 a connection), then a refusal.
+    const streams: grpc.ClientReadableStream<Output>[] = [];
+    // Eight connections (grpc-js would share one between clients unless told not to).
+    for (let i = 0; i < 8; i++) {
+      clients.push(client(s.socket, { "grpc.use_local_subchannel_pool": 1 }));
+    }
+    for (let i = 0; i < 128; i++) {
+      const stream = clients[i % 8]!.FollowIO({ id: `sleep-${i}` });
+      stream.on("error", () => {}); // cancelled at the end
+      streams.push(stream);
+    }
+    // Each stream's first message ("ready") says the service took it.
+    await Promise.all(
+      streams.map((stream) => new Promise((resolve) => stream.once("data", resolve))),
+    );
+    const over = await rejection(collect(c.FollowIO({ id: "sleep-0" })));
+    assertEquals(over.code, grpc.status.RESOURCE_EXHAUSTED);
+    assertMatch(over.details, /128 streams are open already/);
+    for (const stream of streams) stream.cancel();
+    // Cancel one job: a place for a new one.
+    await call<Job>((cb) => c.Cancel({ id: "sleep-0", graceMs: 1000 }, cb));
+    await call<Job>((cb) => c.Run({ id: "one-more", argv: ["true"] }, cb));
+  } finally {
+    for (const connection of held) connection.close();
+    for (const c of clients) c.close();
+    await s.stop();
+  }
+});
+
+Deno.test("job service: 1,000 jobs with 4.3 KB command lines: List pages, job list and logs work", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const c = s.client;
+    const padding = "#".repeat(4300);
+    for (let batch = 0; batch < 1000; batch += 50) {
+      await Promise.all(Array.from({ length: 50 }, (_, k) =>
+        call<Job>((cb) =>
+          c.Run({
+            id: `big-${batch + k}`,
+            argv: ["sh", "-c", `echo ${batch + k} # ${padding}`],
+          }, cb)
+        )));
+    }
+    await finished(c, "big-999");
+    const jobs = await list(c);
+    assertEquals(jobs.length, 1000);
+    assertEquals(new Set(jobs.map((job) => job.id)).size, 1000);
+    const listed = await run([...DENIT, "job", "--socket", s.socket, "list"]);
+    assertEquals(listed.code, 0, listed.stderr);
+    assertEquals(listed.stdout.split("\n").filter((line) => /^big-\d+\s/.test(line)).length, 1000);
+    const logs = await run([...DENIT, "job", "--socket", s.socket, "logs", "big-500"]);
+    assertEquals([logs.code, logs.stdout], [0, "500\n"], logs.stderr);
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("job service: a Run with 393,000 arguments is refused by the service; PID 1 never sees it", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const c = s.client;
+    const anonBefore = statusValue(s.pid, "RssAnon");
+    const argv = ["true", ...Array.from({ length: 393_000 }, () => "xy")];
+    const refused = await rejection(call((cb) => c.Run({ id: "huge", argv }, cb)));
+    assertEquals(refused.code, grpc.status.INVALID_ARGUMENT);
+    assertMatch(refused.details, /at most 131072 \(128 KiB\) a job/);
+    // denit's own memory did not take the request in (it was never sent on).
+    const grown = statusValue(s.pid, "RssAnon") - anonBefore;
+    assertOk(grown < 2048, `PID 1's RssAnon grew ${grown} KiB`);
+    await call<Job>((cb) => c.Run({ id: "small", argv: ["true"] }, cb));
+    assertEquals((await finished(c, "small")).status, "SUCCEEDED");
+  } finally {
+    await s.stop();
+  }
+});
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: job service: Cancel of a job whose own process exited ends what its group left`, async () => {
+    const s = await new Service(mode).ready();
+    try {
+      const c = s.client;
+      // The job's own process exits 0 and leaves a process in its group that ignores TERM.
+      await call<Job>((cb) =>
+        c.Run({
+          id: "leaves",
+          argv: ["sh", "-c", "(trap '' TERM; exec sleep 600) & echo $!; exit 0"],
+        }, cb)
+      );
+      const text = await outputMatches(c, "leaves", /^\d+\n/);
+      const left = s.host(Number(text.trim()));
+      await waitUntil(
+        () => cmdline(left)[0] === "sleep",
+        "the leftover runs sleep",
+      );
+      const started = performance.now();
+      const cancelled = await call<Job>((cb) => c.Cancel({ id: "leaves", graceMs: 300 }, cb));
+      const took = performance.now() - started;
+      // The job's own end stands (it exited 0 by itself), and nothing of its group is left.
+      assertEquals([cancelled.status, cancelled.exitCode], ["SUCCEEDED", 0]);
+      assertOk(!exists(left), `the leftover ${left} is still there after Cancel returned`);
+      assertOk(took >= 300, `Cancel returned after ${took.toFixed(0)} ms, before the grace`);
+    } finally {
+      await s.stop();
+    }
+  });
+}
+
+Deno.test("job service: Cancel racing a job's own exit says CANCELLED only for a job it killed", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const c = s.client;
+    const outcomes = { cancelled: 0, finished: 0 };
+    for (let batch = 0; batch < 300; batch += 10) {
+      await Promise.all(Array.from({ length: 10 }, async (_, k) => {
+        const id = `race-${batch + k}`;
+        // Jobs of 0 to 29 ms: some end before the Cancel reaches them, some after.
+        const ms = String(((batch + k) * 7) % 30).padStart(3, "0");
+        await call<Job>((cb) => c.Run({ id, argv: ["sleep", `0.${ms}`] }, cb));
+        const job = await call<Job>((cb) => c.Cancel({ id, graceMs: 1000 }, cb));
+        if (job.status === "CANCELLED") {
+          outcomes.cancelled++;
+          assertEquals(job.signal, "SIGTERM", `${id}: CANCELLED but not killed by TERM`);
+        } else {
+          outcomes.finished++;
+          assertEquals([job.status, job.exitCode, job.signal], ["SUCCEEDED", 0, ""], id);
+        }
+      }));
+    }
+    assertEquals(outcomes.cancelled + outcomes.finished, 300);
+    // Both sides of the race were run (else the test proves nothing).
+    assertOk(outcomes.cancelled > 0 && outcomes.finished > 0, JSON.stringify(outcomes));
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("job service: a Run while the main child drains after a stop signal is refused (UNAVAILABLE)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-drain-" });
+  const fifo = `${dir}/drain`;
+  const made = await run(["mkfifo", fifo]);
+  assertEquals(made.code, 0, made.stderr);
+  // The main child drains after TERM until the test opens its FIFO ($0).
+  const s = await new Service("subreaper", [], [
+    "sh",
+    "-c",
+    'trap "echo draining" TERM; echo up; sleep 600 & wait $!; read x < "$0"; kill $!; exit 0',
+    fifo,
+  ]).ready();
+  try {
+    const c = s.client;
+    await call<Job>((cb) => c.Run({ id: "before", argv: ["sleep", "600"] }, cb));
+    Deno.kill(s.pid, "SIGTERM");
+    await s.proc.waitFor(/^draining$/);
+    const refused = await rejection(call((cb) => c.Run({ id: "late", argv: ["true"] }, cb)));
+    assertEquals(refused.code, grpc.status.UNAVAILABLE);
+    assertMatch(refused.details, /denit is stopping: no new jobs/);
+    const jobs = await list(c);
+    assertEquals(jobs.map((job) => job.id), ["before"]);
+    await gate(fifo).open();
+    const { code, stderr } = await s.proc.status();
+    assertEquals(code, 0, stderr);
+  } finally {
+    await s.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("job service: a job inherits denit's environment byte for byte (non-UTF-8, no '=')", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-env-" });
+  try {
+    // A C program hands denit an environment no shell or Deno can write.
+    const source = `${dir}/execenv.c`;
+    await Deno.writeTextFile(
+      source,
+      `#include <unistd.h>
+int main(int argc, char **argv) {
+  (void)argc;
+  char *env[] = {"ODD=\\xff\\xfe=x", "JUSTANAME", "PATH=/usr/bin:/bin", 0};
+  execve(argv[1], argv + 1, env);
+  return 127;
+}
+`,
+    );
+    const built = await run(["gcc", "-o", `${dir}/execenv`, source]);
+    assertEquals(built.code, 0, built.stderr);
+    const s = new Service("subreaper", [], [], [`${dir}/execenv`]);
+    const proc = s.proc;
+    try {
+      await proc.waitFor(/^up$/);
+      const c = client(s.socket);
+      await call<Job>((cb) => c.Run({ id: "env", argv: ["/bin/cat", "/proc/self/environ"] }, cb));
+      await finished(c, "env");
+      const bytes = concat(
+        (await collect(c.FollowIO({ id: "env" }))).map((m) => m.stdout),
+      );
+      const entries = splitNul(bytes);
+      const hex = (b: Uint8Array) => [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+      assertOk(
+        entries.some((e) =>
+          hex(e) === hex(new Uint8Array([...encoder.encode("ODD="), 0xff, 0xfe, 0x3d, 0x78]))
+        ),
+        `no ODD=\\xff\\xfe=x among ${entries.map(hex).join(" ")}`,
+      );
+      assertOk(entries.some((e) => decoder.decode(e) === "JUSTANAME"), "JUSTANAME was dropped");
+      c.close();
+    } finally {
+      await s.stop();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+function splitNul(bytes: Uint8Array): Uint8Array[] {
+  const parts: Uint8Array[] = [];
+  let start = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] !== 0) continue;
+    parts.push(bytes.subarray(start, i));
+    start = i + 1;
+  }
+  return parts;
+}
+
+Deno.test("job service: PID 1's process never opens gRPC, npm or the service's bundle", async () => {
+  // The bundle PID 1 runs has none of it in it.
+  const bundle = await Deno.readTextFile(`${ROOT}dist/denit.js`);
+  for (const word of ["@grpc", "protobufjs", "grpc-js", 'from "node:', 'require("node:']) {
+    assertOk(!bundle.includes(word), `dist/denit.js contains ${word}`);
+  }
+  // And the process does not open it: every file denit's own threads open, traced.
+  const dir = await Deno.makeTempDir({ prefix: "denit-strace-" });
+  try {
+    const trace = `${dir}/trace`;
+    const proc = new Running([
+      "strace",
+      "-f",
+      "-qq",
+      "-e",
+      "trace=openat,execve",
+      "-o",
+      trace,
+      ...DENIT,
+      "--jobs-socket",
+      `${dir}/jobs.sock`,
+      "--jobs-spool",
+      `${dir}/spool`,
+      "--",
+      "sh",
+      "-c",
+      "echo up; exec sleep 120",
+    ]);
+    await proc.waitFor(/^up$/);
+    const c = client(`${dir}/jobs.sock`);
+    await call<Job>((cb) => c.Run({ id: "one", argv: ["true"] }, cb));
+    await finished(c, "one");
+    c.close();
+    const denit = childrenOf(proc.child.pid)[0] ?? 0;
+    Deno.kill(denit, "SIGTERM");
+    await proc.status();
+    const lines = (await Deno.readTextFile(trace)).split("\n");
+    // Processes that exec'd after the first (the service, the child, the job) are not denit.
+    const firstPid = lines[0]?.split(" ")[0];
+    const others = new Set(
+      lines.filter((line) => / execve\(/.test(line) && line.split(" ")[0] !== firstPid)
+        .map((line) => line.split(" ")[0]),
+    );
+    const opened = lines.filter((line) => / openat\(/.test(line) && !others.has(line.split(" ")[0]))
+      .map((line) => /openat\([^,]+, "([^"]*)"/.exec(line)?.[1] ?? "");
+    assertOk(opened.length > 0, "strace saw no openat of denit's");
+    for (const path of opened) {
+      assertOk(
+        !/denit-jobs\.js|grpc|\/npm\/|node_modules|protobuf/.test(path),
+        `denit's process opened ${path}`,
+      );
+    }
+    assertOk(others.size >= 2, `only ${others.size} other processes traced`);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("job service: its runtime opens no inspector on SIGUSR1 (blocked for it), and goes on", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const service = servicePidOf(s.pid);
+    const blocked = BigInt(`0x${
+      /^SigBlk:\s+([0-9a-f]+)/m.exec(
+        await Deno.readTextFile(`/proc/${service}/status`),
+      )?.[1] ?? "0"
+    }`);
+    assertOk((blocked & (1n << 9n)) !== 0n, "SIGUSR1 is not blocked in the service");
+    Deno.kill(service, "SIGUSR1");
+    await call((cb) => s.client.List({}, cb));
+    // An inspector would listen within milliseconds of the signal: watch for half a second.
+    const deadline = Date.now() + 500;
+    while (Date.now() < deadline) {
+      assertEquals(listeningSocketsOf(service), 0, "the service listens on TCP");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assertEquals(servicePidOf(s.pid), service);
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("job service: PID 1's private memory with --jobs-socket within 1 MiB of without", async () => {
+  const anon = async (args: readonly string[]): Promise<number> => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-anon-" });
+    const proc = new Running([
+      ...DENIT,
+      ...args.map((arg) => arg.replace("DIR", dir)),
+      "--",
+      "sh",
+      "-c",
+      "echo up; exec sleep 120",
+    ]);
+    try {
+      await proc.waitFor(/^up$/);
+      if (args.length > 0) {
+        const c = client(`${dir}/jobs.sock`);
+        await waitUntil(() => exists(servicePidOf(proc.child.pid)), "the service");
+        await call((cb) => c.List({}, cb));
+        c.close();
+      }
+      return statusValue(proc.child.pid, "RssAnon");
+    } finally {
+      Deno.kill(proc.child.pid, "SIGTERM");
+      await proc.status();
+      await Deno.remove(dir, { recursive: true });
+    }
+  };
+  const without: number[] = [];
+  const withJobs: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    without.push(await anon([]));
+    withJobs.push(await anon(["--jobs-socket", "DIR/jobs.sock", "--jobs-spool", "DIR/spool"]));
+  }
+  const median = (values: number[]) => values.sort((a, b) => a - b)[1] ?? 0;
+  const delta = median(withJobs) - median(without);
+  assertOk(delta < 1024, `RssAnon ${median(withJobs)} KiB with jobs, ${median(without)} without`);
+});
