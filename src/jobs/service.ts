@@ -292,7 +292,9 @@ export class JobService {
   }
 
   #ended(job: Job, end: JobEnd): void {
-    if (!job.finished) job.finish(end.code, end.signal, this.#cancelled.has(job.seq));
+    // Alive at the TERM yet exiting 0: it was already on its way out (or ended well anyway).
+    const cancelled = this.#cancelled.has(job.seq) && end.code !== 0;
+    if (!job.finished) job.finish(end.code, end.signal, cancelled);
     // Recorded: denit may forget it.
     this.#send({ type: "forget", seq: job.seq });
     if (job.outputEnded) this.#table.trim();
