@@ -20,7 +20,7 @@ export const DENIT: readonly string[] = (() => {
   return [DENO, "run", "--quiet", "--no-config", "--no-lock", ...permissions, bundle];
 })();
 /**
- * denit as any user can run it, for tests that drop to another user: a checkout cloned under a
+ * denit runnable by every user, for tests that drop to another user: a checkout cloned under a
  * private directory (a home, a `mktemp -d`: mode 0700) keeps the runtime and the bundle from
  * everyone else. The runtime and the bundle (or DENIT_EXE) are copied into `dir`, which the
  * caller made readable by all and removes.
