@@ -383,6 +383,7 @@ async function health(seconds: number): Promise<Figures["health"]> {
   const orphanStream = [PROBE, "orphans", "stream", "1000", String(seconds + 3)];
   const servers: Array<[typeof HEALTH_ROWS[number], string[]]> = [
     ["floor", [DENO, ...RUN, `${HERE}floor_serve.js`, "17631"]],
+    ["floorClose", [DENO, ...RUN, `${HERE}floor_serve.js`, "17635", "close"]],
     ["denit", [
       DENO,
       ...RUN,

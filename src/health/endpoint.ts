@@ -33,7 +33,7 @@ export interface HealthSource extends SnapshotSource {
 
 const METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
-// Constant answers are frozen objects: the server encodes each of them once (http.ts).
+// Constant answers are frozen objects, shared by every request.
 const OK: HttpResponse = Object.freeze({ status: 200, body: "ok\n" });
 const STALLED: HttpResponse = Object.freeze({
   status: 503,

@@ -1,11 +1,15 @@
 /**
- * A deliberately small HTTP/1.1 server for the health endpoint, over `Deno.listen`.
+ * A deliberately small HTTP/1.1 server for the health endpoint, over `Deno.listen`: one
+ * request per connection, then close (what Kubernetes probes and Prometheus scrapes do).
  *
  * Why not `Deno.serve`: a PID 1 must bound what clients can cost it, and `Deno.serve` has no
- * limit on connections, header size or header read time. Here every connection has a fixed
- * buffer, a deadline, and a place among at most `maxConnections`; at the limit the least
- * recently active connection is closed, so that a flood cannot starve the kubelet's probes.
- * Requests with a body are answered and the connection closed (nothing here takes a body).
+ * limit on connections, header size or header read time. Here a connection has a fixed
+ * buffer and a deadline for its whole life; at `maxConnections` the oldest is closed as a new
+ * one is accepted, so a flood of clients that never finish a request cannot keep a fresh probe
+ * waiting in the kernel's backlog. No keep-alive and no pipelining: every answer says
+ * `connection: close`, and every answer is smaller than a socket's send buffer (16 KiB: the
+ * endpoint's largest, /metrics, is under 4 KiB), so a write completes at once whether or not the
+ * client reads, and closing the connection releases its descriptor.
  */
 
 /** A parsed request: only what the health routes need. */
@@ -24,14 +28,12 @@ export interface HttpResponse {
 
 /** Limits of the server. */
 export interface HttpLimits {
-  /** Connections held at once; at the limit the least recently active one is dropped. */
+  /** Connections held at once; at the limit the oldest is closed. */
   readonly maxConnections: number;
   /** Bytes of request line plus headers. */
   readonly maxHeaderBytes: number;
-  /** A complete request must arrive within this long after connecting or the last response. */
+  /** A connection is closed this long after it was accepted, answered or not. */
   readonly requestTimeoutMs: number;
-  /** A response must be taken by the client within this long (else it is cut off). */
-  readonly writeTimeoutMs: number;
 }
 
 /** Defaults: room for a load test at 50 connections and for probes beside it. */
@@ -39,20 +41,10 @@ export const DEFAULT_LIMITS: HttpLimits = Object.freeze({
   maxConnections: 256,
   maxHeaderBytes: 8192,
   requestTimeoutMs: 5000,
-  writeTimeoutMs: 2000,
 });
 
-import type { Endpoints } from "../sys/sockets.ts";
-
-/** A connection's deadlines. */
-interface Connection {
-  /** The next complete request must have arrived by then (performance.now() ms). */
-  deadline: number;
-  /** Since when a response is being written; null while reading. */
-  writingSince: number | null;
-  /** When it was cut off (closed, its socket shut down if a write was stuck); null: live. */
-  abortedAt: number | null;
-}
+/** The largest answer: a socket's initial send buffer (net.ipv4.tcp_wmem's default). */
+export const MAX_RESPONSE_BYTES = 16 * 1024;
 
 const REASONS: Readonly<Record<number, string>> = {
   200: "OK",
@@ -67,28 +59,8 @@ const REASONS: Readonly<Record<number, string>> = {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** What the response says in its Connection header: nothing, or close, or keep-alive. */
-export type ConnectionHeader = "close" | "keep-alive" | null;
-
-const VARIANTS: readonly ConnectionHeader[] = [null, "close", "keep-alive"];
-
-// Constant responses (the same frozen object each time) are encoded once per variant.
-const encoded = new WeakMap<HttpResponse, Array<Uint8Array | undefined>>();
-
-function encodeCached(response: HttpResponse, head: boolean, connection: ConnectionHeader) {
-  if (!Object.isFrozen(response)) return encodeResponse(response, head, connection);
-  let variants = encoded.get(response);
-  if (variants === undefined) encoded.set(response, variants = []);
-  const index = (head ? VARIANTS.length : 0) + VARIANTS.indexOf(connection);
-  return variants[index] ??= encodeResponse(response, head, connection);
-}
-
-/** Serialises a response; exported for tests. */
-export function encodeResponse(
-  response: HttpResponse,
-  head: boolean,
-  connection: ConnectionHeader,
-): Uint8Array {
+/** Serialises a response (always `connection: close`); exported for tests. */
+export function encodeResponse(response: HttpResponse, head: boolean): Uint8Array {
   const body = encoder.encode(response.body);
   const lines = [
     `HTTP/1.1 ${response.status} ${REASONS[response.status] ?? "Unknown"}`,
@@ -96,7 +68,7 @@ export function encodeResponse(
     `content-length: ${body.length}`,
     "cache-control: no-store",
     ...Object.entries(response.headers ?? {}).map(([name, value]) => `${name}: ${value}`),
-    ...(connection === null ? [] : [`connection: ${connection}`]),
+    "connection: close",
   ];
   const header = encoder.encode(`${lines.join("\r\n")}\r\n\r\n`);
   if (head) return header;
@@ -127,9 +99,7 @@ function withoutEmptyLine(head: Uint8Array): Uint8Array {
   return head.subarray(0, end);
 }
 
-type Parsed =
-  | { kind: "request"; request: HttpRequest; close: boolean; connection: ConnectionHeader }
-  | { kind: "bad"; status: number };
+type Parsed = { kind: "request"; request: HttpRequest } | { kind: "bad"; status: number };
 
 const BAD: Parsed = Object.freeze({ kind: "bad", status: 400 });
 
@@ -137,19 +107,6 @@ function isTokenChar(code: number): boolean {
   // RFC 9110 tchar: ALPHA DIGIT ! # $ % & ' * + - . ^ _ ` | ~
   return (code >= 0x30 && code <= 0x39) || (code >= 0x41 && code <= 0x5a) ||
     (code >= 0x61 && code <= 0x7a) || "!#$%&'*+-.^_`|~".includes(String.fromCharCode(code));
-}
-
-function isBlank(char: string | undefined): boolean {
-  return char === " " || char === "\t";
-}
-
-/** Trims spaces and tabs without a regular expression (a backtracking trim is quadratic). */
-function trimBlanks(text: string): string {
-  let start = 0;
-  let end = text.length;
-  while (start < end && isBlank(text[start])) start++;
-  while (end > start && isBlank(text[end - 1])) end--;
-  return text.slice(start, end);
 }
 
 /** True when every character is visible ASCII (no controls, spaces or DEL). */
@@ -161,7 +118,7 @@ function isVisible(text: string): boolean {
   return true;
 }
 
-function parseRequestLine(line: string): { method: string; target: string; minor: string } | null {
+function parseRequestLine(line: string): { method: string; target: string } | null {
   const first = line.indexOf(" ");
   const second = line.indexOf(" ", first + 1);
   if (first < 1 || first > 16 || second < 0 || line.indexOf(" ", second + 1) >= 0) return null;
@@ -174,41 +131,29 @@ function parseRequestLine(line: string): { method: string; target: string; minor
   }
   if (target.length === 0 || target.length > 2048 || !isVisible(target)) return null;
   if (version !== "HTTP/1.1" && version !== "HTTP/1.0") return null;
-  return { method, target, minor: version.slice(-1) };
+  return { method, target };
 }
 
 /**
  * Parses a request head (request line and headers, without the empty line); exported for
  * tests. Linear in the head's length: no regular expression with backtracking is involved.
+ * Header values are not read (nothing here depends on them; a body is never read, since the
+ * connection closes after the answer), only their names checked.
  */
 export function parseHead(text: string): Parsed {
   const lines = text.split("\n").map((line) => line.endsWith("\r") ? line.slice(0, -1) : line);
   const line = parseRequestLine(lines[0] ?? "");
   if (line === null) return BAD;
-  const tokens = new Set<string>();
-  let body = false;
   for (const raw of lines.slice(1)) {
     const colon = raw.indexOf(":");
     if (colon < 1) return BAD;
     for (let i = 0; i < colon; i++) if (!isTokenChar(raw.charCodeAt(i))) return BAD;
-    const name = raw.slice(0, colon).toLowerCase();
-    const value = trimBlanks(raw.slice(colon + 1)).toLowerCase();
-    if (name === "connection") {
-      for (const token of value.split(",")) tokens.add(trimBlanks(token));
-    }
-    // Nothing here reads a body: answer, then close rather than misread it as a next request.
-    if (name === "transfer-encoding" || (name === "content-length" && value !== "0")) body = true;
   }
-  // RFC 9112 section 9.3: "close" wins; HTTP/1.0 stays open only when it asks for keep-alive,
-  // and then the answer says keep-alive too (1.0 clients close otherwise).
-  const http10 = line.minor === "0";
-  const close = body || tokens.has("close") || (http10 && !tokens.has("keep-alive"));
-  const connection: ConnectionHeader = close ? "close" : http10 ? "keep-alive" : null;
   const target = line.target;
   const pathStart = target.startsWith("/") ? 0 : target.indexOf("/", target.indexOf("//") + 2);
   if (pathStart < 0 || !(target.startsWith("/") || /^https?:\/\//.test(target))) return BAD;
   const path = target.slice(pathStart).split("?")[0] ?? "/";
-  return { kind: "request", request: { method: line.method, path }, close, connection };
+  return { kind: "request", request: { method: line.method, path } };
 }
 
 /** The listening server; `close()` drops the listener and every connection at once. */
@@ -216,17 +161,16 @@ export class HttpServer {
   readonly #listener: Deno.TcpListener;
   readonly #handler: (request: HttpRequest) => HttpResponse;
   readonly #limits: HttpLimits;
+  /** Open connections and their deadlines (performance.now() ms), oldest first. */
+  readonly #connections = new Map<Deno.Conn, number>();
   /**
-   * Every connection until its descriptor is gone: a connection that was cut off stays here
-   * (and counts against the limit) until its read or write has settled.
+   * Connections closed whose read has not settled yet: their descriptors are released only
+   * then (Deno drops a socket once its cancelled read is polled), so they count at the cap.
    */
-  readonly #connections = new Map<Deno.Conn, Connection>();
+  #closing = 0;
+  /** Resolved when a closed connection's read has settled. */
+  #settled = Promise.withResolvers<void>();
   readonly #sweeper: ReturnType<typeof setInterval>;
-  /** Cut-off connections whose write is stuck: shut down together, with one read of /proc. */
-  #stuck: Array<{ conn: Deno.Conn; ends: Endpoints }> = [];
-  #shutdownScheduled = false;
-  /** Resolved when a connection's descriptor is gone (the accept loop waits at the cap). */
-  #released = Promise.withResolvers<void>();
   #closed = false;
 
   /** Binds at once (throws Deno.errors.AddrInUse and the like); serving starts on the loop. */
@@ -235,28 +179,23 @@ export class HttpServer {
     handler: (request: HttpRequest) => HttpResponse,
     limits: HttpLimits = DEFAULT_LIMITS,
   ) {
-    this.#listener = Deno.listen({ hostname: address.hostname, port: address.port });
+    // A backlog as deep as the kernel allows (net.core.somaxconn caps it; Deno's default is
+    // 511): a burst of connections must not overflow it, or a probe's SYN waits 1 s to be resent.
+    this.#listener = Deno.listen({ ...address, tcpBacklog: 4096 });
     this.#handler = handler;
     this.#limits = limits;
     // One timer for all deadlines: a timer per request would cost more than the request.
-    const shortest = Math.min(limits.requestTimeoutMs, limits.writeTimeoutMs);
-    this.#sweeper = setInterval(() => this.#sweep(), Math.max(10, Math.min(1000, shortest / 4)));
+    const every = Math.max(10, Math.min(1000, limits.requestTimeoutMs / 4));
+    this.#sweeper = setInterval(() => this.#sweep(), every);
     void this.#acceptLoop();
   }
 
+  /** Closes the connections past their deadline: the oldest first, so it stops at a live one. */
   #sweep(): void {
     const now = performance.now();
-    for (const [conn, state] of this.#connections) {
-      if (state.abortedAt !== null) {
-        // Cut off, but its read or write has not settled: look again whether its socket is
-        // still open (a write can stay pending after its socket was closed).
-        if (now - state.abortedAt > 250) this.#shutDown(conn);
-        continue;
-      }
-      const late = state.writingSince === null
-        ? now > state.deadline
-        : now - state.writingSince > this.#limits.writeTimeoutMs;
-      if (late) this.#abort(conn, state);
+    for (const [conn, deadline] of this.#connections) {
+      if (deadline > now) return;
+      this.#drop(conn);
     }
   }
 
@@ -265,7 +204,7 @@ export class HttpServer {
     return this.#listener.addr;
   }
 
-  /** Connections held now, those being cut off included. */
+  /** Connections held now. */
   get connectionCount(): number {
     return this.#connections.size;
   }
@@ -276,20 +215,13 @@ export class HttpServer {
     this.#closed = true;
     clearInterval(this.#sweeper);
     this.#listener.close();
-    for (const [conn, state] of this.#connections) this.#abort(conn, state);
-    this.#released.resolve();
+    for (const conn of this.#connections.keys()) this.#drop(conn);
+    this.#settled.resolve();
   }
 
   async #acceptLoop(): Promise<void> {
     let failures = 0;
     while (!this.#closed) {
-      // At the cap, room first: the quietest connection is cut off, and the next client
-      // waits in the kernel's backlog until a descriptor is gone (cut off or not, a
-      // connection counts until its read or write has settled).
-      while (this.#connections.size >= this.#limits.maxConnections && !this.#closed) {
-        if (this.#live() === this.#connections.size) this.#dropLeastRecent();
-        await this.#released.promise;
-      }
       let conn: Deno.Conn;
       try {
         conn = await this.#listener.accept();
@@ -305,111 +237,63 @@ export class HttpServer {
         }
         continue;
       }
-      const state: Connection = {
-        deadline: performance.now() + this.#limits.requestTimeoutMs,
-        writingSince: null,
-        abortedAt: null,
-      };
-      this.#connections.set(conn, state);
-      void this.#serve(conn, state);
+      // At the cap the oldest go: they have had the longest to send a request. A descriptor is
+      // gone once its read has settled, a turn of the event loop later: wait for that, so that
+      // a burst of accepts cannot outrun the releases; one in 16 of the cap goes at a time, so
+      // that the turn is not waited for at every accept of a flood.
+      if (this.#connections.size + this.#closing >= this.#limits.maxConnections) {
+        let batch = Math.ceil(this.#limits.maxConnections / 16);
+        for (const oldest of this.#connections.keys()) {
+          if (batch-- === 0) break;
+          this.#drop(oldest);
+        }
+      }
+      while (this.#connections.size + this.#closing >= this.#limits.maxConnections) {
+        if (this.#closed) return conn.close();
+        await this.#settled.promise;
+      }
+      this.#connections.set(conn, performance.now() + this.#limits.requestTimeoutMs);
+      void this.#serve(conn);
     }
   }
 
-  /** Connections not cut off. */
-  #live(): number {
-    let live = 0;
-    for (const state of this.#connections.values()) if (state.abortedAt === null) live++;
-    return live;
-  }
-
-  #dropLeastRecent(): void {
-    // The earliest deadline belongs to the connection that has been quiet the longest.
-    let oldest: [Deno.Conn, Connection] | null = null;
-    for (const entry of this.#connections) {
-      if (entry[1].abortedAt !== null) continue;
-      if (oldest === null || entry[1].deadline < oldest[1].deadline) oldest = entry;
-    }
-    if (oldest !== null) this.#abort(...oldest);
-  }
-
-  /** Cuts a connection off: closes it, and shuts its socket down if a write is stuck. */
-  #abort(conn: Deno.Conn, state: Connection): void {
-    if (state.abortedAt !== null) return;
-    state.abortedAt = performance.now();
-    const stuck = state.writingSince !== null;
+  /** Closes a connection (a pending read ends with an error, which #serve ignores). */
+  #drop(conn: Deno.Conn): void {
+    if (!this.#connections.delete(conn)) return;
+    this.#closing++;
     try {
       conn.close();
     } catch {
-      // Already closed by the peer's reset: nothing left to release.
+      // Already closed: nothing left to release.
     }
-    // close() does not release a socket whose write is pending: shutdown(2) makes it fail.
-    if (stuck) this.#shutDown(conn);
   }
 
-  /**
-   * Shuts a cut-off connection's socket down if its descriptor is still open, or forgets the
-   * connection if it is gone; batched, since each batch reads /proc once.
-   */
-  #shutDown(conn: Deno.Conn): void {
-    const ends = { local: conn.localAddr as Deno.NetAddr, remote: conn.remoteAddr as Deno.NetAddr };
-    this.#stuck.push({ conn, ends });
-    if (this.#shutdownScheduled) return;
-    this.#shutdownScheduled = true;
-    // Loaded on the first stuck write only; every abort of this turn goes in one batch.
-    void import("../sys/sockets.ts").then((sockets) => {
-      const batch = this.#stuck;
-      this.#stuck = [];
-      this.#shutdownScheduled = false;
-      const stillOpen = sockets.shutdownConnections(batch.map((item) => item.ends));
-      batch.forEach((item, i) => {
-        if (stillOpen[i] === false) this.#forget(item.conn); // its descriptor is gone already
-      });
-    });
-  }
-
-  /** Takes a connection off the table: its descriptor is gone. */
-  #forget(conn: Deno.Conn): void {
-    if (!this.#connections.delete(conn)) return;
-    this.#released.resolve();
-    this.#released = Promise.withResolvers<void>();
-  }
-
-  async #serve(conn: Deno.Conn, state: Connection): Promise<void> {
+  /** Reads one request head, answers it and closes the connection. */
+  async #serve(conn: Deno.Conn): Promise<void> {
     const buffer = new Uint8Array(this.#limits.maxHeaderBytes);
     let used = 0;
     try {
-      for (;;) {
-        if (used === buffer.length) {
-          return await this.#reply(conn, state, { status: 431, body: "" }, "close");
-        }
+      let end = -1;
+      while (end < 0) {
+        if (used === buffer.length) return await this.#reply(conn, { status: 431, body: "" });
         const n = await conn.read(buffer.subarray(used));
         if (n === null) return;
-        const scanFrom = used;
+        end = findHeadEnd(buffer, Math.max(used - 2, 0), used + n);
         used += n;
-        let start = 0;
-        let end = findHeadEnd(buffer, Math.max(scanFrom - 2, 0), used);
-        while (end >= 0) {
-          const parsed = parseHead(decoder.decode(withoutEmptyLine(buffer.subarray(start, end))));
-          if (parsed.kind === "bad") {
-            return await this.#reply(conn, state, { status: parsed.status, body: "" }, "close");
-          }
-          const response = this.#respond(parsed.request);
-          const head = parsed.request.method === "HEAD";
-          await this.#reply(conn, state, response, parsed.connection, head);
-          if (parsed.close) return;
-          state.deadline = performance.now() + this.#limits.requestTimeoutMs;
-          start = end;
-          end = findHeadEnd(buffer, start, used);
-        }
-        buffer.copyWithin(0, start, used);
-        used -= start;
       }
+      const parsed = parseHead(decoder.decode(withoutEmptyLine(buffer.subarray(0, end))));
+      if (parsed.kind === "bad") {
+        return await this.#reply(conn, { status: parsed.status, body: "" });
+      }
+      await this.#reply(conn, this.#respond(parsed.request), parsed.request.method === "HEAD");
     } catch {
-      // Reset, cut off by a deadline or at shutdown: the connection is all there is to clean up.
+      // Reset, cut off by its deadline or the cap, or at shutdown: nothing else to clean up.
     } finally {
-      this.#abort(conn, state);
-      // Only now is its descriptor released: its read or write has settled.
-      this.#forget(conn);
+      this.#drop(conn);
+      // Its read and write have settled: its descriptor is gone.
+      this.#closing--;
+      this.#settled.resolve();
+      this.#settled = Promise.withResolvers<void>();
     }
   }
 
@@ -422,16 +306,12 @@ export class HttpServer {
     }
   }
 
-  async #reply(
-    conn: Deno.Conn,
-    state: Connection,
-    response: HttpResponse,
-    connection: ConnectionHeader,
-    head = false,
-  ): Promise<void> {
-    let bytes = encodeCached(response, head, connection);
-    state.writingSince = performance.now();
+  async #reply(conn: Deno.Conn, response: HttpResponse, head = false): Promise<void> {
+    let bytes = encodeResponse(response, head);
+    if (bytes.length > MAX_RESPONSE_BYTES) bytes = encodeResponse(TOO_LARGE, head);
     while (bytes.length > 0) bytes = bytes.subarray(await conn.write(bytes));
-    state.writingSince = null;
   }
 }
+
+/** What an answer over MAX_RESPONSE_BYTES becomes (a bug: the routes' answers are bounded). */
+const TOO_LARGE: HttpResponse = { status: 500, body: "answer too large\n" };

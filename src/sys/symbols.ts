@@ -211,19 +211,6 @@ export function messageOf(strerror: (code: number) => Deno.PointerValue, code: n
   return text === null ? `errno ${code}` : Deno.UnsafePointerView.getCString(text);
 }
 
-/** Sockets: for the health endpoint's last resort against a client that never reads. */
-export const NET_SYMBOLS = {
-  shutdown: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int how
-  getsockname: {
-    parameters: ["i32", "buffer", "buffer"], // int sockfd, struct sockaddr *addr, socklen_t *len
-    result: "i32",
-  },
-  getpeername: {
-    parameters: ["i32", "buffer", "buffer"], // int sockfd, struct sockaddr *addr, socklen_t *len
-    result: "i32",
-  },
-} as const satisfies Deno.ForeignLibraryInterface;
-
 /**
  * The job service (`--jobs-socket`): pipes for the jobs' output, the spawn's file actions (on
  * the main thread) and the pump that copies output to spool files (on the service's thread).
