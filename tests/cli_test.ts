@@ -213,14 +213,6 @@ Deno.test("signal names and numbers", () => {
 });
 
 Deno.test("errors name where the value came from: the flag or the variable", () => {
-  const message = (args: string[], env: Record<string, string>) => {
-    try {
-      parseInvocation(args, env);
-    } catch (err: unknown) {
-      return err instanceof UsageError ? err.message : String(err);
-    }
-    return "no error";
-  };
   assertEquals(
     message(["x"], { DENIT_GRACE: "abc" }),
     'Invalid duration "abc": use a number with ms, s, m or h, like "10s" (a bare number is seconds) (from DENIT_GRACE)',
@@ -239,6 +231,16 @@ Deno.test("errors name where the value came from: the flag or the variable", () 
     true,
   );
 });
+
+/** The one-line error an invocation gets, or "no error". */
+function message(args: string[], env: Record<string, string>): string {
+  try {
+    parseInvocation(args, env);
+  } catch (err: unknown) {
+    return err instanceof UsageError ? err.message : String(err);
+  }
+  return "no error";
+}
 
 Deno.test("a misspelt DENIT_ variable is warned about with the closest known name", () => {
   const c = config(["true"], { DENIT_GRACEE: "1s", DENIT_ZZZZZZZZZZZZZZZZ: "1", DENIT_GROUP: "1" });
@@ -268,4 +270,16 @@ Deno.test("--nofile: a number, max, or the default", () => {
     kind: "value",
     value: 4096,
   });
+});
+
+Deno.test("--oom-score-adj: -1000 to 1000, or off", () => {
+  assertEquals(config(["true"]).oomScoreAdj, null);
+  assertEquals(config(["--oom-score-adj", "500", "true"]).oomScoreAdj, 500);
+  assertEquals(config(["true"], { DENIT_OOM_SCORE_ADJ: "-1000" }).oomScoreAdj, -1000);
+  for (const bad of ["1001", "-1001", "high", "1.5"]) {
+    assertEquals(
+      message(["--oom-score-adj", bad, "x"], {}),
+      `Invalid oom_score_adj "${bad}": use a whole number from -1000 to 1000 (from --oom-score-adj)`,
+    );
+  }
 });

@@ -10,8 +10,10 @@
 import * as grpc from "@grpc/grpc-js";
 import { createServer, type Socket } from "node:net";
 import { type OptionSpec, scanArgs, Settings } from "../common/args.ts";
+import { UsageError } from "../common/errors.ts";
+import { ExitCode } from "../common/exit_codes.ts";
 import { CONTROL_FD, type FromJobHost, type ToJobHost } from "../common/jobs.ts";
-import { createLogger, LOG_LEVELS, type LogFormat, type Logger } from "../common/log.ts";
+import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
 import { Channel } from "../sys/channel.ts";
 import { jobsDefinition } from "./proto.ts";
 import { Pump } from "./pump.ts";
@@ -201,7 +203,14 @@ async function listen(
 
 /** Runs the service; resolves to its exit code once denit is gone. */
 export async function serveMain(args: readonly string[]): Promise<number> {
-  const settings = new Settings(scanArgs(args, OPTIONS, { stopAtPositional: false }), OPTIONS, {});
+  let settings: Settings;
+  try {
+    settings = new Settings(scanArgs(args, OPTIONS, { stopAtPositional: false }), OPTIONS, {});
+  } catch (err: unknown) {
+    if (!(err instanceof UsageError)) throw err;
+    printErr(`denit job serve: ${err.message} (denit starts this itself: see --jobs-socket)`);
+    return ExitCode.USAGE;
+  }
   const level = LOG_LEVELS.find((l) => l === settings.last("log-level")?.value) ?? "warn";
   const format: LogFormat = settings.last("log-format")?.value === "json" ? "json" : "text";
   const log = createLogger(level, Deno.pid, format, "denit-jobs");

@@ -60,6 +60,8 @@ export interface Config {
   readonly jobsSocket: string | null;
   /** Where the jobs' output is spooled. */
   readonly jobsSpool: string;
+  /** The child's oom_score_adj (-1000 to 1000); null: inherited from denit, as always. */
+  readonly oomScoreAdj: number | null;
   /** Lines to log once a logger exists (a misspelt DENIT_* variable, say). */
   readonly warnings: readonly string[];
 }
@@ -115,6 +117,8 @@ Options:
       --wait-descendants   when the child exits, wait for what it left DENIT_WAIT_DESCENDANTS=1
                            running (signals go to them) instead of stopping it
       --nofile N|max       the child's open-file soft limit            DENIT_NOFILE=N|max
+      --oom-score-adj N    the child's oom_score_adj, -1000 to 1000    DENIT_OOM_SCORE_ADJ=N
+                           (higher: the OOM killer's pick before denit)
       --health             serve /healthz, /readyz, /status, /metrics  DENIT_HEALTH=1
                            on port 7623 of every address (IPv6 and IPv4)
       --health-addr ADDR   the same on HOST:PORT, :PORT, [V6]:PORT     DENIT_HEALTH_ADDR=ADDR
@@ -148,6 +152,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: "grace", names: ["--grace"], kind: "value", env: "DENIT_GRACE" },
   { key: "kill-after", names: ["--kill-after"], kind: "value", env: "DENIT_KILL_AFTER" },
   { key: "nofile", names: ["--nofile"], kind: "value", env: "DENIT_NOFILE" },
+  { key: "oom-score-adj", names: ["--oom-score-adj"], kind: "value", env: "DENIT_OOM_SCORE_ADJ" },
   {
     key: "shutdown-delay",
     names: ["--shutdown-delay"],
@@ -254,6 +259,13 @@ function parseFileLimit(text: string): FileLimitSetting {
   throw new RangeError(`Invalid open-file limit "${text}": use a number from 1, or max`);
 }
 
+function parseOomScoreAdj(text: string): number {
+  const trimmed = text.trim();
+  const value = Number(trimmed);
+  if (/^[-+]?\d{1,4}$/.test(trimmed) && value >= -1000 && value <= 1000) return value;
+  throw new RangeError(`Invalid oom_score_adj "${text}": use a whole number from -1000 to 1000`);
+}
+
 /** tini's variables, honoured so that switching from tini changes only the binary. */
 function tiniAliases(env: Readonly<Record<string, string>>) {
   // tini tests these with getenv() != NULL: set at all, to any value, means on.
@@ -286,6 +298,7 @@ function buildConfig(
   const killAfter = settings.last("kill-after");
   const pdeathsig = settings.last("pdeathsig");
   const fileLimit = settings.last("nofile");
+  const oomScoreAdj = settings.last("oom-score-adj");
   const healthAddr = settings.last("health-addr");
   const delay = settings.last("shutdown-delay");
   const timeout = settings.last("timeout");
@@ -344,6 +357,7 @@ function buildConfig(
     logFormat: logFormat === undefined ? "text" : parseFrom(logFormat, parseLogFormat),
     jobsSocket: jobsSocket === undefined ? null : parseFrom(jobsSocket, parseSocketPath),
     jobsSpool: jobsSpool === undefined ? DEFAULT_JOBS_SPOOL : jobsSpool.value,
+    oomScoreAdj: oomScoreAdj === undefined ? null : parseFrom(oomScoreAdj, parseOomScoreAdj),
     warnings: Object.freeze(warnings),
   });
 }

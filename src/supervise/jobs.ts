@@ -20,7 +20,7 @@ import {
 import type { Logger } from "../common/log.ts";
 import { RUN_FLAGS } from "../common/runtime.ts";
 import { dirname } from "../common/paths.ts";
-import { signalName, SIGTERM } from "../common/signals.ts";
+import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { Channel, channelPair, closeReceived } from "../sys/channel.ts";
 import {
   closeFd,
@@ -46,6 +46,7 @@ import {
   resolveCommand,
   shellFallback,
 } from "./command.ts";
+import { findMemoryCgroup, readOomKills } from "./cgroup.ts";
 
 /** The service starts again after this long, doubled at each death up to RESTART_MAX_MS. */
 const RESTART_FIRST_MS = 100;
@@ -68,6 +69,8 @@ export interface JobsSettings {
   /** The service's log lines: the same level and format as denit's. */
   readonly logArgs: readonly string[];
   readonly onCounts: (counts: JobCounts) => void;
+  /** The service was killed by the OOM killer. */
+  readonly onOomKill: () => void;
 }
 
 interface HeldJob {
@@ -91,6 +94,19 @@ interface HeldJob {
  * stays near 90 MiB of private memory.
  */
 const SERVICE_HEAP = "--v8-flags=--max-old-space-size=64";
+
+/**
+ * The service is the OOM killer's first pick in its container (oom_score_adj 1000: raising a
+ * value needs no privilege), from its first moment, before its runtime has loaded: its death
+ * loses nothing (denit holds the jobs and starts it again), whereas denit's ends the container.
+ */
+function preferAsOomVictim(pid: number): void {
+  try {
+    Deno.writeTextFileSync(`/proc/${pid}/oom_score_adj`, "1000");
+  } catch {
+    // A read-only /proc, or the service already gone: the kernel's default choice stands.
+  }
+}
 
 /** The command that starts the service: this executable again, `job serve`. */
 export function serviceCommand(): string[] {
@@ -135,6 +151,9 @@ export class JobHost {
   #channel: Channel | null = null;
   #servicePid = 0;
   #serviceStartedAtMs = 0;
+  /** The memory cgroup, whose OOM-kill count tells whether the service died of it. */
+  readonly #memory = findMemoryCgroup();
+  #oomKillsAtStart: number | null = null;
   #restartDelayMs = RESTART_FIRST_MS;
   #listening: PromiseWithResolvers<void> | null = null;
   /** denit is stopping: no new jobs, and the service is not started again. */
@@ -194,6 +213,8 @@ export class JobHost {
     this.#channel = channel;
     this.#servicePid = result.pid;
     this.#serviceStartedAtMs = Date.now();
+    this.#oomKillsAtStart = this.#oomKills();
+    preferAsOomVictim(result.pid);
     void this.#receive(channel);
   }
 
@@ -210,7 +231,10 @@ export class JobHost {
     }
     if (this.#channel === channel) this.#channel = null;
     channel.close();
-    // Before it listened: the start fails (its own message came already, if it had one).
+    // Before it listened: the start fails (its own message came already, if it had one),
+    // unless the OOM killer ended it: then its reap decides (#serviceEnded), once its memory
+    // is back.
+    if (this.#listening !== null && this.#oomKillsRose()) return;
     this.#listening?.reject(new Error("the job service ended before it listened"));
   }
 
@@ -463,12 +487,22 @@ export class JobHost {
     this.#servicePid = 0;
     this.#channel?.close();
     this.#channel = null;
+    // Killed by the OOM killer: the container is out of memory, and a service started again at
+    // once would take back what the process that grows needs (and be killed again).
+    const oom = status.kind === "signaled" && status.signo === SIGKILL && this.#oomKillsRose();
+    if (oom) {
+      this.#settings.onOomKill();
+      this.#startLostToOom();
+    }
+    this.#listening?.reject(new Error("the job service ended before it listened"));
     if (this.#stopping || this.#closed || this.#listening !== null) return;
     if (ran >= RESTART_RESET_AFTER_MS) this.#restartDelayMs = RESTART_FIRST_MS;
-    const delay = this.#restartDelayMs;
+    const delay = oom ? RESTART_MAX_MS : this.#restartDelayMs;
     this.#restartDelayMs = Math.min(delay * 2, RESTART_MAX_MS);
     const how = status.kind === "exited"
       ? `exited with code ${status.code}`
+      : oom
+      ? "was killed by the kernel's OOM killer"
       : `was killed by ${signalName(status.signo)}`;
     this.#settings.log.warn(`the job service ${how}; starting it again in ${delay} ms`, {
       jobs: this.#jobs.size,
@@ -479,6 +513,33 @@ export class JobHost {
         this.#settings.log.error("cannot start the job service again", { error: String(err) });
       });
     }, delay);
+  }
+
+  #oomKills(): number | null {
+    return this.#memory === null ? null : readOomKills(this.#memory);
+  }
+
+  /** The memory cgroup counted an OOM kill since the service started. */
+  #oomKillsRose(): boolean {
+    const before = this.#oomKillsAtStart;
+    const now = this.#oomKills();
+    return before !== null && now !== null && now > before;
+  }
+
+  /**
+   * The first start ended by the OOM killer (and reaped: its memory is back): the container is
+   * short of memory now, which is no reason not to run the child. The start succeeds, and the
+   * service is started again later (#serviceEnded, after the longest backoff).
+   */
+  #startLostToOom(): void {
+    const first = this.#listening;
+    if (first === null) return;
+    this.#listening = null;
+    this.#settings.log.warn(
+      "the job service was killed by the kernel's OOM killer while starting; the child starts " +
+        "without it",
+    );
+    first.resolve();
   }
 
   /** denit is stopping (a stop signal, or the main child ended): no new jobs from now on. */

@@ -191,6 +191,7 @@ async function startJobs(
     log,
     logArgs: ["--log-level", config.logLevel, "--log-format", config.logFormat],
     onCounts: (counts) => supervisor.setJobCounts(counts),
+    onOomKill: () => supervisor.relieveMemory(),
   });
   supervisor.attachJobs(host);
   try {

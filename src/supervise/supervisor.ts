@@ -283,6 +283,7 @@ export class Supervisor {
 
   #started(pid: number, runAs: RunAs | null): void {
     this.#startedAtMs = Date.now();
+    this.#adjustOomScore(pid);
     const target = this.#config.group ? -pid : pid;
     this.#target = target;
     this.#log.info("child started", {
@@ -407,9 +408,31 @@ export class Supervisor {
     }
   }
 
-  async #dropCodePages(): Promise<void> {
+  /**
+   * --oom-score-adj: written as soon as the child exists (it may have run a few microseconds
+   * under denit's own value). Lowering it below denit's needs CAP_SYS_RESOURCE: without it the
+   * child keeps denit's value and a warn line says why.
+   */
+  #adjustOomScore(pid: number): void {
+    const value = this.#config.oomScoreAdj;
+    if (value === null) return;
+    try {
+      Deno.writeTextFileSync(`/proc/${pid}/oom_score_adj`, String(value));
+    } catch (err: unknown) {
+      this.#log.warn(`cannot set the child's oom_score_adj to ${value}; it keeps denit's`, {
+        error: describeError(err),
+      });
+    }
+  }
+
+  /** Memory is short (the job service was OOM-killed): the runtime's idle code pages go now. */
+  relieveMemory(): void {
+    void this.#dropCodePages(true);
+  }
+
+  async #dropCodePages(limited = this.#memoryLimit !== null): Promise<void> {
     // Only under a memory limit: without one there is no OOM killer's choice to steer.
-    if (this.#finished || this.#memoryLimit === null) return;
+    if (this.#finished || !limited) return;
     try {
       // Loaded on first use: a run shorter than DROP_AFTER_START_MS never pays for it.
       const memory = await (this.#pages ??= import("../sys/memory.ts"));
