@@ -14,6 +14,7 @@ import {
   DENO,
   exists,
   freePort,
+  inCgroup,
   MODES,
   PIDNS,
   processState,
@@ -338,10 +339,7 @@ Deno.test({
       for (let max = 4; max < 40 && refused === null; max++) {
         await Deno.writeTextFile(`${cgroup}/pids.max`, String(max));
         const result = await run([
-          "sh",
-          "-c",
-          `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`,
-          "enter",
+          ...inCgroup(cgroup),
           ...DENIT,
           "-s",
           "--",

@@ -12,6 +12,7 @@ import {
   denitArgv,
   denitPid,
   freePort,
+  inCgroup,
   MODES,
   processState,
   rawHttp,
@@ -129,10 +130,7 @@ Deno.test({
         "    a.append(b)\n";
       const port = freePort();
       const proc = new Running([
-        "sh",
-        "-c",
-        `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`,
-        "enter-cgroup",
+        ...inCgroup(cgroup),
         ...DENIT,
         "-s",
         "--health-addr",
@@ -241,10 +239,7 @@ Deno.test({
         const dir = await Deno.makeTempDir({ prefix: "denit-oom-jobs-" });
         try {
           const proc = new Running([
-            "sh",
-            "-c",
-            `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`,
-            "enter-cgroup",
+            ...inCgroup(cgroup),
             ...DENIT,
             "-s",
             "--health-addr",
@@ -330,10 +325,7 @@ Deno.test({
     for (const adj of [null, 500]) {
       await withMemoryCgroup(256, async (cgroup) => {
         const proc = new Running([
-          "sh",
-          "-c",
-          `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`,
-          "enter-cgroup",
+          ...inCgroup(cgroup),
           ...DENIT,
           "-s",
           "--health-addr",
@@ -385,10 +377,7 @@ Deno.test({
       await withMemoryCgroup(200, async (cgroup) => {
         const flags = ending === "--grace" ? ["--grace", "300ms"] : [];
         const proc = new Running([
-          "sh",
-          "-c",
-          `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`,
-          "enter-cgroup",
+          ...inCgroup(cgroup),
           ...DENIT,
           "-s",
           ...flags,

@@ -298,6 +298,11 @@ export function cleanup(pids: readonly number[]): void {
 }
 
 /** A TCP port that was free a moment ago on 127.0.0.1 (bound to port 0, then released). */
+/** argv that moves itself into `cgroup` (cgroup.procs) and then runs what follows it. */
+export function inCgroup(cgroup: string): string[] {
+  return ["sh", "-c", `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`, "enter-cgroup"];
+}
+
 export function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = listener.addr.port;
