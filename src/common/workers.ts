@@ -17,6 +17,20 @@ export function workerName(): string | null {
   return (globalThis as { name?: string }).name ?? null;
 }
 
+/**
+ * A worker thread's view of its own scope: messages of type `In` come from the main thread,
+ * messages of type `Out` go to it.
+ */
+export interface WorkerScope<In, Out> {
+  onmessage: ((event: MessageEvent<In>) => void) | null;
+  postMessage(message: Out): void;
+}
+
+/** This worker thread's scope (call only on a worker thread). */
+export function workerScope<In, Out>(): WorkerScope<In, Out> {
+  return globalThis as unknown as WorkerScope<In, Out>;
+}
+
 /** A helper thread's first answer: it serves, or why it cannot (an error class name and text). */
 export type HelperFailure = { type: "failed"; kind: string; message: string };
 

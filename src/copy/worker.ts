@@ -4,6 +4,7 @@
  * its directories by descriptor; the main thread keeps them open until the job is answered.
  */
 
+import { workerScope } from "../common/workers.ts";
 import { CopyError } from "./check.ts";
 import {
   copyFile,
@@ -29,14 +30,9 @@ export type FromWorker =
   | { type: "ready" }
   | { type: "batch-done"; id: number; outcomes: JobOutcome[] };
 
-interface WorkerScope {
-  onmessage: ((event: MessageEvent<ToWorker>) => void) | null;
-  postMessage(message: FromWorker): void;
-}
-
 /** Serves batches on this worker thread until the main thread terminates it. */
 export function serveCopyJobs(): void {
-  const scope = globalThis as unknown as WorkerScope;
+  const scope = workerScope<ToWorker, FromWorker>();
   let options: CopyOptions | null = null;
   let stop = new StopFlag();
   // Batches run one after another, in the order they came.

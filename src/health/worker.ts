@@ -3,6 +3,7 @@
  * the supervisor publishes in shared memory. Nothing here can block the supervisor's thread.
  */
 
+import { workerScope } from "../common/workers.ts";
 import type { ListenAddress } from "../common/address.ts";
 import { type Snapshot, SnapshotBoard, type SupervisorSettings } from "../common/snapshot.ts";
 import { route } from "./endpoint.ts";
@@ -24,11 +25,6 @@ export type FromHealthWorker =
   | { type: "ready" }
   | { type: "listening"; port: number; notifySocket: string | null }
   | { type: "failed"; kind: string; message: string };
-
-interface WorkerScope {
-  onmessage: ((event: MessageEvent<ToHealthWorker>) => void) | null;
-  postMessage(message: FromHealthWorker): void;
-}
 
 const STARTING: Snapshot = Object.freeze({
   state: "starting",
@@ -66,7 +62,7 @@ function listen(address: ListenAddress, handler: ConstructorParameters<typeof Ht
 
 /** Serves the endpoint on this worker thread until the main thread terminates it. */
 export function serveHealth(): void {
-  const scope = globalThis as unknown as WorkerScope;
+  const scope = workerScope<ToHealthWorker, FromHealthWorker>();
   scope.onmessage = async (event) => {
     const { address, supervisorStartedAtMs, settings } = event.data;
     const board = new SnapshotBoard(event.data.board);

@@ -4,7 +4,7 @@
  * stays root; the child, a child of this process, is reaped by the one reaper as usual.
  */
 
-import { SPAWN_WORKER_NAME } from "../common/workers.ts";
+import { SPAWN_WORKER_NAME, workerScope } from "../common/workers.ts";
 import type { SpawnRequest, SpawnResult } from "../sys/process.ts";
 import type { RunAs } from "./user.ts";
 
@@ -17,14 +17,9 @@ type FromSpawner =
   | { type: "spawned"; result: SpawnResult }
   | { type: "refused"; message: string };
 
-interface WorkerScope {
-  onmessage: ((event: MessageEvent<ToSpawner>) => void) | null;
-  postMessage(message: FromSpawner): void;
-}
-
 /** Serves spawn requests on this worker thread (the entry module dispatches here). */
 export async function serveSpawns(): Promise<void> {
-  const scope = globalThis as unknown as WorkerScope;
+  const scope = workerScope<ToSpawner, FromSpawner>();
   const { dropThreadPrivileges } = await import("../sys/credentials.ts");
   const { spawn } = await import("../sys/process.ts");
   let dropped = false;
