@@ -43,6 +43,13 @@ export const SIGNAL_NAMES = Object.freeze(
 /** A name of SIGNAL_NAMES. */
 export type SignalName = typeof SIGNAL_NAMES[number];
 
+/**
+ * The signals the runtime arms together at the first `Deno.addSignalListener` (and re-raises at
+ * their default until a listener exists for each): listened to first, by the supervisor and by
+ * copy mode alike.
+ */
+export const RUNTIME_ARMED_SIGNALS: readonly Deno.Signal[] = ["SIGTERM", "SIGINT", "SIGHUP"];
+
 /** SIGKILL's number. */
 export const SIGKILL = 9;
 /** SIGTERM's number. */

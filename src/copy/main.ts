@@ -4,7 +4,7 @@ import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { printErr, printOut } from "../common/log.ts";
 import { launcherPath, RUN_FLAGS } from "../common/runtime.ts";
-import { parseSignal } from "../common/signals.ts";
+import { parseSignal, RUNTIME_ARMED_SIGNALS } from "../common/signals.ts";
 import {
   AT_FDCWD,
   closeFd,
@@ -30,8 +30,8 @@ import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
 import { basename, dirname, join, resolve } from "./paths.ts";
 import { CopyInterrupted, CopyRun, type CopySummary } from "./run.ts";
 
-/** The signals that stop a copy. */
-const STOP_SIGNALS: readonly Deno.Signal[] = ["SIGTERM", "SIGINT", "SIGHUP"];
+/** The signals that stop a copy: those the runtime arms together. */
+const STOP_SIGNALS = RUNTIME_ARMED_SIGNALS;
 /** From this many files on, two worker threads copy them (below, starting them costs more). */
 const PARALLEL_MIN_FILES = 2000;
 

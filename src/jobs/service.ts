@@ -6,6 +6,7 @@
  */
 
 import type { FromJobHost, JobCounts, JobEnd, ToJobHost } from "../common/jobs.ts";
+import { SIGTERM } from "../common/signals.ts";
 import { closeFd, trimHeap } from "../sys/pipes.ts";
 import type { Pump } from "./pump.ts";
 import { Job, type JobRecord, JobTable, readRecords, type Spool } from "./store.ts";
@@ -28,7 +29,6 @@ const OUTPUT_CHUNK = 256 * 1024;
 /** The heap is trimmed after a stream at most this often. */
 const TRIM_EVERY_MS = 1000;
 
-const SIGTERM = 15;
 const SIGKILL = 9;
 const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;

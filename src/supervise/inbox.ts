@@ -14,13 +14,14 @@
  * other forwarded signals, each of which stays at its default until its own listener exists.
  */
 
+import { RUNTIME_ARMED_SIGNALS } from "../common/signals.ts";
 import { FORWARDED, type SignalPolicy } from "./signals.ts";
 
 /** Receives signal numbers in arrival order. */
 export type SignalConsumer = (signo: number) => void;
 
 /** The signals the runtime's first listener arms together, registered before any other. */
-export const FIRST_SIGNALS: readonly string[] = ["SIGTERM", "SIGINT", "SIGHUP"];
+const FIRST_SIGNALS: readonly string[] = RUNTIME_ARMED_SIGNALS;
 
 /** The forwarded signals in the order their listeners are installed. */
 export function listenOrder(rows: readonly SignalPolicy[] = FORWARDED): SignalPolicy[] {
