@@ -7,7 +7,7 @@
  */
 
 import { CMSG, IOVEC, MSGHDR } from "./layout.ts";
-import { CHANNEL_SYMBOLS, openLibc, readErrno } from "./symbols.ts";
+import { CHANNEL_SYMBOLS, errno, openLibc } from "./symbols.ts";
 
 const libc = openLibc(CHANNEL_SYMBOLS);
 const AF_UNIX = 1; // sys/socket.h
@@ -43,7 +43,7 @@ export interface Received {
 export function channelPair(): [number, number] {
   const fds = new Int32Array(2);
   if (libc.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) !== 0) {
-    throw new Error(`socketpair failed: errno ${readErrno(libc.__errno_location)}`);
+    throw new Error(`socketpair failed: errno ${errno()}`);
   }
   const size = new Int32Array([BUFFER_BYTES]);
   for (const fd of fds) {
@@ -116,7 +116,7 @@ export class Channel {
       void block; // referenced until the call is done
       if (rc >= 0) return 0;
       // errno belongs to the runtime's thread that made the call: ask again here for it.
-      const code = readErrno(libc.__errno_location);
+      const code = errno();
       if (code !== EINTR) return -(code || 32); // EPIPE when it cannot be known
     }
   }

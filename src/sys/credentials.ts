@@ -9,7 +9,7 @@
  */
 
 import { SYS } from "./layout.ts";
-import { openLibc, readErrno, THREAD_SYMBOLS } from "./symbols.ts";
+import { errno, openLibc, THREAD_SYMBOLS } from "./symbols.ts";
 
 const libc = openLibc(THREAD_SYMBOLS);
 
@@ -18,9 +18,7 @@ export type CallResult = { ok: true } | { ok: false; errno: number; call: string
 
 function call(name: string, ...args: [bigint, bigint, bigint, bigint]): CallResult {
   const rc = libc.syscall(...args);
-  return rc === 0n
-    ? { ok: true }
-    : { ok: false, errno: readErrno(libc.__errno_location), call: name };
+  return rc === 0n ? { ok: true } : { ok: false, errno: errno(), call: name };
 }
 
 /**

@@ -10,7 +10,7 @@
  */
 
 import { CMSG, IOVEC, MSGHDR, UCRED } from "./layout.ts";
-import { DATAGRAM_SYMBOLS, openLibc, readErrno } from "./symbols.ts";
+import { DATAGRAM_SYMBOLS, errno, openLibc } from "./symbols.ts";
 
 const libc = openLibc(DATAGRAM_SYMBOLS);
 const AF_UNIX = 1; // sys/socket.h
@@ -62,7 +62,7 @@ export class DatagramSocket {
     const bytes = new TextEncoder().encode(name);
     if (bytes.length + 1 > SUN_PATH_BYTES) throw new RangeError("socket name too long");
     const fd = libc.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) throw new Error(`socket failed: errno ${readErrno(libc.__errno_location)}`);
+    if (fd < 0) throw new Error(`socket failed: errno ${errno()}`);
     const sockaddr = new Uint8Array(SUN_PATH_OFFSET + 1 + bytes.length);
     new DataView(sockaddr.buffer).setUint16(0, AF_UNIX, true);
     sockaddr.set(bytes, SUN_PATH_OFFSET + 1); // sun_path[0] = 0: the abstract namespace
@@ -74,9 +74,9 @@ export class DatagramSocket {
       ] as const
     ) {
       if (rc() === 0) continue;
-      const errno = readErrno(libc.__errno_location);
+      const code = errno();
       libc.close(fd);
-      throw new Error(`${call} failed: errno ${errno}`);
+      throw new Error(`${call} failed: errno ${code}`);
     }
     return new DatagramSocket(fd, `@${name}`);
   }

@@ -6,13 +6,11 @@
  */
 
 import { DIRENT64, O, RLIMIT, STATX } from "./layout.ts";
-import { FILE_SYMBOLS, messageOf, openLibc, readErrno } from "./symbols.ts";
+import { errno, errnoMessage, FILE_SYMBOLS, openLibc } from "./symbols.ts";
+
+export { errnoMessage };
 
 const libc = openLibc(FILE_SYMBOLS);
-
-function errno(): number {
-  return readErrno(libc.__errno_location);
-}
 
 /** errno values copy mode reacts to (asm-generic/errno-base.h, errno.h). */
 export const Errno = Object.freeze({
@@ -33,11 +31,6 @@ export const Errno = Object.freeze({
   EPERM: 1,
   EACCES: 13,
 });
-
-/** The C library's message for an errno value, e.g. "No such file or directory". */
-export function errnoMessage(code: number): string {
-  return messageOf(libc.strerror, code);
-}
 
 /** A call's value, or the errno it failed with. */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };

@@ -5,7 +5,7 @@
  */
 
 import { FILE_ACTIONS_BYTES, O } from "./layout.ts";
-import { JOB_SYMBOLS, messageOf, openLibc, readErrno } from "./symbols.ts";
+import { errno, errnoMessage, JOB_SYMBOLS, openLibc } from "./symbols.ts";
 
 const libc = openLibc(JOB_SYMBOLS);
 
@@ -19,14 +19,8 @@ const POLL_ENDED = 0x8 | 0x10 | 0x20;
 /** struct pollfd { int fd; short events; short revents; } */
 const POLLFD_BYTES = 8;
 
-function errno(): number {
-  return readErrno(libc.__errno_location);
-}
-
 /** The C library's message for an errno value. */
-export function pipeErrnoMessage(code: number): string {
-  return messageOf(libc.strerror, code);
-}
+export const pipeErrnoMessage = errnoMessage;
 
 const encoder = new TextEncoder();
 

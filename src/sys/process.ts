@@ -4,7 +4,9 @@
  */
 
 import { FILE_ACTIONS_BYTES, RLIMIT, SIGINFO, SIGSET_BYTES, SPAWNATTR_BYTES } from "./layout.ts";
-import { messageOf, openLibc, PROCESS_SYMBOLS, readErrno } from "./symbols.ts";
+import { errno, errnoMessage, openLibc, PROCESS_SYMBOLS } from "./symbols.ts";
+
+export { errnoMessage };
 
 const libc = openLibc(PROCESS_SYMBOLS);
 
@@ -39,15 +41,6 @@ const SIG_ERR = 0xffffffffffffffffn; // ((__sighandler_t) -1)
 const RLIMIT_NOFILE = 7; // bits/resource.h
 const F_OK = 0; // unistd.h
 const X_OK = 1; // unistd.h
-
-function errno(): number {
-  return readErrno(libc.__errno_location);
-}
-
-/** The C library's message for an errno value, e.g. "No such file or directory". */
-export function errnoMessage(code: number): string {
-  return messageOf(libc.strerror, code);
-}
 
 const encoder = new TextEncoder();
 

@@ -86,9 +86,7 @@ export const PROCESS_SYMBOLS = {
   pthread_sigmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   // int setenv(const char *name, const char *value, int overwrite): raw bytes, not only UTF-8.
   setenv: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
-  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
   strlen: { parameters: ["pointer"], result: "usize" }, // const char *s
-  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
   environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
 } as const satisfies Deno.ForeignLibraryInterface;
 
@@ -180,8 +178,6 @@ export const FILE_SYMBOLS = {
     parameters: ["buffer", "buffer", "buffer", "usize", "i32"], // path, name, value, size, flags
     result: "i32",
   },
-  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
-  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The C library's soname on glibc systems. */
@@ -199,15 +195,26 @@ export function openLibc<S extends Deno.ForeignLibraryInterface>(
   }
 }
 
-/** Reads errno through `__errno_location()`; call right after the failing call. */
-export function readErrno(location: () => Deno.PointerValue): number {
-  const pointer = location();
+/** errno and its message: the one table every module of this folder reads them through. */
+const ERRNO_SYMBOLS = {
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
+} as const satisfies Deno.ForeignLibraryInterface;
+
+let errnoLibc: Deno.StaticForeignLibraryInterface<typeof ERRNO_SYMBOLS> | null = null;
+
+/**
+ * The calling thread's errno (`__errno_location()`); call right after the failing call, on the
+ * same thread (each worker thread opens the table for itself: modules are per thread).
+ */
+export function errno(): number {
+  const pointer = (errnoLibc ??= openLibc(ERRNO_SYMBOLS)).__errno_location();
   return pointer === null ? 0 : new Deno.UnsafePointerView(pointer).getInt32();
 }
 
 /** The C library's message for an errno value, e.g. "No such file or directory". */
-export function messageOf(strerror: (code: number) => Deno.PointerValue, code: number): string {
-  const text = strerror(code);
+export function errnoMessage(code: number): string {
+  const text = (errnoLibc ??= openLibc(ERRNO_SYMBOLS)).strerror(code);
   return text === null ? `errno ${code}` : Deno.UnsafePointerView.getCString(text);
 }
 
@@ -247,15 +254,12 @@ export const JOB_SYMBOLS = {
   splice: { parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"], result: "isize" },
   lseek: { parameters: ["i32", "i64", "i32"], result: "i64" }, // int fd, off_t offset, int whence
   malloc_trim: { parameters: ["usize"], result: "i32" }, // size_t pad
-  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
-  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** Credentials of one thread: only the `--user` spawner thread opens this. */
 export const THREAD_SYMBOLS = {
   // long syscall(long number, ...): the raw calls, which change the calling thread only.
   syscall: { parameters: ["i64", "i64", "i64", "i64"], result: "i64" },
-  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The `--ready-when notify` socket: only the health endpoint's thread opens this. */
@@ -269,7 +273,6 @@ export const DATAGRAM_SYMBOLS = {
   // ssize_t recvmsg(int fd, struct msghdr *msg, int flags): blocks on a thread of the runtime.
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
   close: { parameters: ["i32"], result: "i32" }, // int fd
-  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The runtime's resident code pages: the supervisor drops them after start-up (memory.ts). */
@@ -298,5 +301,4 @@ export const CHANNEL_SYMBOLS = {
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
   shutdown: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int how
   close: { parameters: ["i32"], result: "i32" }, // int fd
-  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
 } as const satisfies Deno.ForeignLibraryInterface;
