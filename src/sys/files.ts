@@ -6,31 +6,11 @@
  */
 
 import { DIRENT64, O, RLIMIT, STATX } from "./layout.ts";
-import { errno, errnoMessage, FILE_SYMBOLS, openLibc } from "./symbols.ts";
+import { Errno, errno, errnoMessage, FILE_SYMBOLS, openLibc } from "./symbols.ts";
 
-export { errnoMessage };
+export { Errno, errnoMessage };
 
 const libc = openLibc(FILE_SYMBOLS);
-
-/** errno values copy mode reacts to (asm-generic/errno-base.h, errno.h). */
-export const Errno = Object.freeze({
-  ENOENT: 2,
-  EXDEV: 18,
-  ENOTDIR: 20,
-  EISDIR: 21,
-  EINVAL: 22,
-  EMFILE: 24,
-  ENOSPC: 28,
-  ENOSYS: 38,
-  ENODATA: 61,
-  ENOTSUP: 95,
-  ENXIO: 6,
-  EEXIST: 17,
-  ELOOP: 40,
-  ERANGE: 34,
-  EPERM: 1,
-  EACCES: 13,
-});
 
 /** A call's value, or the errno it failed with. */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };

@@ -4,25 +4,11 @@
  */
 
 import { FILE_ACTIONS_BYTES, RLIMIT, SIGINFO, SIGSET_BYTES, SPAWNATTR_BYTES } from "./layout.ts";
-import { errno, errnoMessage, openLibc, PROCESS_SYMBOLS } from "./symbols.ts";
+import { Errno, errno, errnoMessage, openLibc, PROCESS_SYMBOLS } from "./symbols.ts";
 
-export { errnoMessage };
+export { Errno, errnoMessage };
 
 const libc = openLibc(PROCESS_SYMBOLS);
-
-/** errno values denit reacts to (asm-generic/errno-base.h). */
-export const Errno = Object.freeze({
-  EPERM: 1,
-  ENOENT: 2,
-  ESRCH: 3,
-  EINTR: 4,
-  EAGAIN: 11,
-  ENOEXEC: 8,
-  ECHILD: 10,
-  EACCES: 13,
-  EINVAL: 22,
-  ENOTTY: 25,
-});
 
 const WNOHANG = 1; // sys/wait.h
 const WEXITED = 4; // sys/wait.h

@@ -195,6 +195,32 @@ export function openLibc<S extends Deno.ForeignLibraryInterface>(
   }
 }
 
+/** The errno values denit reacts to (asm-generic/errno-base.h, errno.h). */
+export const Errno = Object.freeze({
+  EPERM: 1,
+  ENOENT: 2,
+  ESRCH: 3,
+  EINTR: 4,
+  ENXIO: 6,
+  ENOEXEC: 8,
+  ECHILD: 10,
+  EAGAIN: 11,
+  EACCES: 13,
+  EEXIST: 17,
+  EXDEV: 18,
+  ENOTDIR: 20,
+  EISDIR: 21,
+  EINVAL: 22,
+  EMFILE: 24,
+  ENOTTY: 25,
+  ENOSPC: 28,
+  ERANGE: 34,
+  ENOSYS: 38,
+  ELOOP: 40,
+  ENODATA: 61,
+  ENOTSUP: 95,
+});
+
 /** errno and its message: the one table every module of this folder reads them through. */
 const ERRNO_SYMBOLS = {
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
