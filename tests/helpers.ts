@@ -298,6 +298,11 @@ export function cleanup(pids: readonly number[]): void {
 }
 
 /** A TCP port that was free a moment ago on 127.0.0.1 (bound to port 0, then released). */
+/** denit's options for a job service whose socket and spool are in `dir`. */
+export function jobsOptions(dir: string): string[] {
+  return ["--jobs-socket", `${dir}/jobs.sock`, "--jobs-spool", `${dir}/spool`];
+}
+
 /** argv that moves itself into `cgroup` (cgroup.procs) and then runs what follows it. */
 export function inCgroup(cgroup: string): string[] {
   return ["sh", "-c", `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`, "enter-cgroup"];

@@ -494,6 +494,8 @@ export class JobHost {
       this.#settings.onOomKill();
       this.#startLostToOom();
     }
+    // A first start the channel's end left undecided (an OOM kill was counted, but not this
+    // process's): it failed.
     this.#listening?.reject(new Error("the job service ended before it listened"));
     if (this.#stopping || this.#closed || this.#listening !== null) return;
     if (ran >= RESTART_RESET_AFTER_MS) this.#restartDelayMs = RESTART_FIRST_MS;

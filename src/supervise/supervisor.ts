@@ -91,13 +91,13 @@ export function childFileLimit(
   }
 }
 
-/** /dev/null, held as denit's spare descriptor; null if even that cannot be had. */
 /**
  * Descriptors held back for reading /proc when all the others are taken. Several: another
  * thread (the health endpoint's accept loop) can take a freed one before the sweep does.
  */
 const RESERVED_DESCRIPTORS = 4;
 
+/** `count` descriptors of /dev/null to hold back; fewer (or none) if they cannot be had. */
 function openReserve(count = RESERVED_DESCRIPTORS): Deno.FsFile[] {
   const files: Deno.FsFile[] = [];
   try {

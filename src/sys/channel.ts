@@ -7,7 +7,7 @@
  */
 
 import { CMSG, IOVEC, MSGHDR } from "./layout.ts";
-import { CHANNEL_SYMBOLS, errno, openLibc } from "./symbols.ts";
+import { addressOf, CHANNEL_SYMBOLS, errno, openLibc } from "./symbols.ts";
 
 const libc = openLibc(CHANNEL_SYMBOLS);
 const AF_UNIX = 1; // sys/socket.h
@@ -28,10 +28,6 @@ export const MAX_MESSAGE_BYTES = 192 * 1024;
 const MAX_FDS = 8;
 /** The socket buffers asked for (the kernel caps them at net.core.[rw]mem_max). */
 const BUFFER_BYTES = 1024 * 1024;
-
-function address(buffer: Uint8Array<ArrayBuffer>): bigint {
-  return BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buffer)));
-}
 
 /** A message received: its bytes and the descriptors that came with it (now ours). */
 export interface Received {
@@ -96,9 +92,9 @@ export class Channel {
     const payload = block.subarray(256, 256 + data.length);
     payload.set(data);
     const vector = new DataView(block.buffer, iov.byteOffset, IOVEC.bytes);
-    vector.setBigUint64(IOVEC.base, address(block) + 256n, true);
+    vector.setBigUint64(IOVEC.base, addressOf(block) + 256n, true);
     vector.setBigUint64(IOVEC.len, BigInt(data.length), true);
-    header.setBigUint64(MSGHDR.iov, address(block) + 64n, true);
+    header.setBigUint64(MSGHDR.iov, addressOf(block) + 64n, true);
     header.setBigUint64(MSGHDR.iovlen, 1n, true);
     if (fds.length > 0) {
       // CMSG_LEN(4 n) = 16 + 4 n; CMSG_SPACE rounds that to 8.
@@ -108,7 +104,7 @@ export class Channel {
       cmsg.setInt32(CMSG.level, SOL_SOCKET, true);
       cmsg.setInt32(CMSG.type, SCM_RIGHTS, true);
       fds.forEach((fd, i) => cmsg.setInt32(CMSG.data + 4 * i, fd, true));
-      header.setBigUint64(MSGHDR.control, address(block) + 128n, true);
+      header.setBigUint64(MSGHDR.control, addressOf(block) + 128n, true);
       header.setBigUint64(MSGHDR.controllen, BigInt((length + 7) & ~7), true);
     }
     for (;;) {
@@ -128,11 +124,11 @@ export class Channel {
       const header = new DataView(this.#block.buffer, 0, MSGHDR.bytes);
       this.#block.fill(0);
       const iov = new DataView(this.#block.buffer, 64, IOVEC.bytes);
-      iov.setBigUint64(IOVEC.base, address(this.#data), true);
+      iov.setBigUint64(IOVEC.base, addressOf(this.#data), true);
       iov.setBigUint64(IOVEC.len, BigInt(this.#data.length), true);
-      header.setBigUint64(MSGHDR.iov, address(this.#block) + 64n, true);
+      header.setBigUint64(MSGHDR.iov, addressOf(this.#block) + 64n, true);
       header.setBigUint64(MSGHDR.iovlen, 1n, true);
-      header.setBigUint64(MSGHDR.control, address(this.#block) + 128n, true);
+      header.setBigUint64(MSGHDR.control, addressOf(this.#block) + 128n, true);
       header.setBigUint64(MSGHDR.controllen, BigInt(CMSG.data + 8 * MAX_FDS), true);
       const n = Number(await libc.recvmsg(this.#fd, this.#block, MSG_CMSG_CLOEXEC));
       if (n === 0) return null; // the peer closed its end

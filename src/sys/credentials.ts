@@ -9,7 +9,7 @@
  */
 
 import { SYS } from "./layout.ts";
-import { errno, openLibc, THREAD_SYMBOLS } from "./symbols.ts";
+import { addressOf, errno, openLibc, THREAD_SYMBOLS } from "./symbols.ts";
 
 const libc = openLibc(THREAD_SYMBOLS);
 
@@ -31,7 +31,7 @@ export function dropThreadPrivileges(
   groups: readonly number[],
 ): CallResult {
   const list = new Uint32Array(groups); // gid_t list[]
-  const pointer = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(list)));
+  const pointer = addressOf(list);
   const steps: Array<[string, bigint, bigint, bigint, bigint]> = [
     ["setgroups", BigInt(SYS.setgroups), BigInt(groups.length), pointer, 0n],
     ["setresgid", BigInt(SYS.setresgid), BigInt(gid), BigInt(gid), BigInt(gid)],

@@ -10,7 +10,7 @@
  */
 
 import { CMSG, IOVEC, MSGHDR, UCRED } from "./layout.ts";
-import { DATAGRAM_SYMBOLS, errno, openLibc } from "./symbols.ts";
+import { addressOf, DATAGRAM_SYMBOLS, errno, openLibc } from "./symbols.ts";
 
 const libc = openLibc(DATAGRAM_SYMBOLS);
 const AF_UNIX = 1; // sys/socket.h
@@ -31,10 +31,6 @@ export interface Datagram {
   readonly uid: number;
 }
 
-function address(buffer: Uint8Array<ArrayBuffer>): bigint {
-  return BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buffer)));
-}
-
 /** A bound socket that receives datagrams with their senders' credentials. */
 export class DatagramSocket {
   readonly #fd: number;
@@ -53,7 +49,7 @@ export class DatagramSocket {
     this.#fd = fd;
     this.name = name;
     const iov = new DataView(this.#block.buffer, this.#iov.byteOffset, IOVEC.bytes);
-    iov.setBigUint64(IOVEC.base, address(this.#data), true);
+    iov.setBigUint64(IOVEC.base, addressOf(this.#data), true);
     iov.setBigUint64(IOVEC.len, BigInt(MESSAGE_BYTES), true);
   }
 
@@ -86,9 +82,9 @@ export class DatagramSocket {
     const header = new DataView(this.#block.buffer, this.#header.byteOffset, MSGHDR.bytes);
     this.#header.fill(0);
     this.#control.fill(0);
-    header.setBigUint64(MSGHDR.iov, address(this.#iov), true);
+    header.setBigUint64(MSGHDR.iov, addressOf(this.#iov), true);
     header.setBigUint64(MSGHDR.iovlen, 1n, true);
-    header.setBigUint64(MSGHDR.control, address(this.#control), true);
+    header.setBigUint64(MSGHDR.control, addressOf(this.#control), true);
     header.setBigUint64(MSGHDR.controllen, BigInt(CMSG.ucredSpace), true);
     const n = Number(await libc.recvmsg(this.#fd, this.#header, 0));
     if (n < 0) return null;

@@ -4,7 +4,7 @@
  */
 
 import { FILE_ACTIONS_BYTES, RLIMIT, SIGINFO, SIGSET_BYTES, SPAWNATTR_BYTES } from "./layout.ts";
-import { Errno, errno, errnoMessage, openLibc, PROCESS_SYMBOLS } from "./symbols.ts";
+import { addressOf, Errno, errno, errnoMessage, openLibc, PROCESS_SYMBOLS } from "./symbols.ts";
 
 export { Errno, errnoMessage };
 
@@ -135,7 +135,7 @@ const subreaperFlag = new Int32Array(32);
 /** prctl(PR_GET_CHILD_SUBREAPER): whether this process already adopts orphans (its parent set it). */
 export function isSubreaper(): boolean {
   subreaperFlag[0] = 0;
-  const address = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(subreaperFlag)));
+  const address = addressOf(subreaperFlag);
   return libc.prctl(PR_GET_CHILD_SUBREAPER, address, 0n, 0n, 0n) === 0 && subreaperFlag[0] !== 0;
 }
 
@@ -281,15 +281,6 @@ function currentEnviron(): Deno.PointerValue {
   return address === null ? null : new Deno.UnsafePointerView(address).getPointer();
 }
 
-/** A NULL-terminated `char *[]` over C strings, which the caller keeps alive. */
-function pointerArray(strings: readonly Uint8Array<ArrayBuffer>[]): BigUint64Array<ArrayBuffer> {
-  const array = new BigUint64Array(strings.length + 1);
-  strings.forEach((s, i) => {
-    array[i] = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(s)));
-  });
-  return array;
-}
-
 /** sigset_t, a bit array (bit N-1 for signal N), holding `signos`. */
 function signalSet(signos: readonly number[]): Uint8Array<ArrayBuffer> {
   const set = new Uint8Array(SIGSET_BYTES);
@@ -320,10 +311,8 @@ function spawnAttributes(blocked: readonly number[] = []): Uint8Array<ArrayBuffe
  */
 export function spawn(request: SpawnRequest): SpawnResult {
   const path = cString(request.path);
-  const args = request.argv.map((arg) => cString(arg));
-  const argv = pointerArray(args);
-  const envStrings = request.env?.map((entry) => cString(entry)) ?? null;
-  const envp = envStrings === null ? null : pointerArray(envStrings);
+  const argv = packStrings(request.argv);
+  const envp = request.env === undefined ? null : packStrings(request.env);
   const foreground = request.foregroundFd !== undefined && canSetForegroundOnSpawn() &&
     request.fileActions === undefined;
   const actions = foreground ? new Uint8Array(FILE_ACTIONS_BYTES) : request.fileActions ?? null;
@@ -339,8 +328,8 @@ export function spawn(request: SpawnRequest): SpawnResult {
   }
   try {
     const pid = new Int32Array(1);
-    const environment = envp === null ? currentEnviron() : Deno.UnsafePointer.of(envp);
-    const code = libc.posix_spawn(pid, path, actions, attr, argv, environment);
+    const environment = envp === null ? currentEnviron() : Deno.UnsafePointer.of(envp.pointers);
+    const code = libc.posix_spawn(pid, path, actions, attr, argv.pointers, environment);
     if (code === 0) return { kind: "spawned", pid: pid[0] ?? 0 };
     // glibc reports a failed file action (here only tcsetpgrp, ENOTTY/EPERM) the same way.
     const stage = foreground && (code === Errno.ENOTTY || code === Errno.EPERM)
@@ -352,7 +341,7 @@ export function spawn(request: SpawnRequest): SpawnResult {
     libc.posix_spawnattr_destroy(attr);
     if (foreground && actions !== null) libc.posix_spawn_file_actions_destroy(actions);
     // The C strings must outlive posix_spawn: referenced here, they stay reachable until now.
-    void [args, path, envStrings, envp];
+    void [path, argv, envp];
   }
 }
 
@@ -397,7 +386,7 @@ function packStrings(strings: readonly Uint8Array[]): {
   const size = strings.reduce((total, s) => total + s.length + 1, 0);
   const block = new Uint8Array(Math.max(size, 128));
   const pointers = new BigUint64Array(Math.max(strings.length + 1, 16));
-  const base = BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(block)));
+  const base = addressOf(block);
   let at = 0;
   strings.forEach((s, i) => {
     block.set(s, at);

@@ -195,6 +195,11 @@ export function openLibc<S extends Deno.ForeignLibraryInterface>(
   }
 }
 
+/** The address of a buffer's first byte, as a C pointer's value (for structs that hold pointers). */
+export function addressOf(buffer: BufferSource): bigint {
+  return BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buffer)));
+}
+
 /** The errno values denit reacts to (asm-generic/errno-base.h, errno.h). */
 export const Errno = Object.freeze({
   EPERM: 1,
