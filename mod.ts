@@ -38,6 +38,9 @@ export async function main(args: readonly string[]): Promise<number> {
     return await (await import("./src/copy/main.ts")).copyMain(args);
   }
   if (args[0] === "job") return await (await jobsModule()).jobMain(args.slice(1));
+  if (args[0] === "probe") {
+    return await (await import("./src/health/probe.ts")).probeMain(args.slice(1));
+  }
   if (args[0] === "bridge") {
     return await (await import("./src/jobs/bridge.ts")).bridgeMain(args.slice(1));
   }

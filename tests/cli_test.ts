@@ -283,3 +283,23 @@ Deno.test("--oom-score-adj: -1000 to 1000, or off", () => {
     );
   }
 });
+
+Deno.test("--stop-signal: a signal denit passes on, by name or number, or none", () => {
+  assertEquals(config(["true"]).stopSignal, null);
+  assertEquals(config(["--stop-signal", "USR1", "true"]).stopSignal, 10);
+  assertEquals(config(["true"], { DENIT_STOP_SIGNAL: "SIGQUIT" }).stopSignal, 3);
+  assertEquals(config(["--stop-signal=12", "true"], { DENIT_STOP_SIGNAL: "HUP" }).stopSignal, 12);
+  assertEquals(
+    message(["--stop-signal", "KILL", "x"], {}),
+    'Invalid stop signal "KILL": denit never passes SIGKILL on (cannot be caught) (from --stop-signal)',
+  );
+  assertEquals(
+    message(["x"], { DENIT_STOP_SIGNAL: "SIGCHLD" }).replace(/ \(.*\) /, " (…) "),
+    'Invalid stop signal "SIGCHLD": denit never passes SIGCHLD on (…) (from DENIT_STOP_SIGNAL)',
+  );
+  assertEquals(
+    message(["--stop-signal", "NOPE", "x"], {}).startsWith("Invalid signal"),
+    true,
+    message(["--stop-signal", "NOPE", "x"], {}),
+  );
+});

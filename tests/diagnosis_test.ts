@@ -9,12 +9,14 @@ import { assertEquals, assertMatch, assertOk, defined } from "./assert.ts";
 import {
   CAN_UNSHARE,
   DENIT,
+  DENIT_SHELL,
   denitArgv,
   denitPid,
   freePort,
   inCgroup,
   jobsOptions,
   MODES,
+  PIDNS,
   processState,
   rawHttp,
   run,
@@ -26,6 +28,7 @@ import {
   memoryLimitFrom,
   oomKillsFrom,
   parseMountInfo,
+  readOomGroup,
 } from "../src/supervise/cgroup.ts";
 import { explainExit } from "../src/supervise/cause.ts";
 import { formatReport, MAX_REPORT_BYTES } from "../src/supervise/termination.ts";
@@ -524,6 +527,100 @@ Deno.test("cgroup v2 and v1: the memory cgroup, its OOM-kill count and limit, fr
   assertEquals(memoryLimitFrom(1, "9223372036854771712\n"), null);
   assertEquals(memoryLimitFrom(1, "209715200\n"), 209715200);
   assertEquals(parseMountInfo("36 35 0:33 / /a\\040b rw - tmpfs x rw")[0]?.mountPoint, "/a b");
+  const dir = Deno.makeTempDirSync();
+  try {
+    assertEquals(readOomGroup({ version: 2, dir }), null); // no such file (kernels before 4.19)
+    for (const [text, value] of [["1\n", true], ["0\n", false], ["", null]] as const) {
+      Deno.writeTextFileSync(`${dir}/memory.oom.group`, text);
+      assertEquals(readOomGroup({ version: 2, dir }), value);
+    }
+    assertEquals(readOomGroup({ version: 1, dir }), null); // v1 has no group kill
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+// ---------------------------------------------------------------- memory.oom.group
+
+/**
+ * denit as PID 1 in a PID and mount namespace that shows it cgroup v2 as a Kubernetes node
+ * does: /sys/fs/cgroup a tmpfs with the v2 files' real contents, and PID 1's /proc/PID/cgroup
+ * "0::/" (a bind mount over it, as a cgroup namespace shows it). This machine's memory
+ * controller is on v1, so a real v2 memory cgroup cannot be had here.
+ */
+function underV2(oomGroup: string, port: number): Running {
+  const dir = Deno.makeTempDirSync({ prefix: "denit-v2-" });
+  Deno.writeTextFileSync(`${dir}/cgroup`, "0::/\n");
+  const files: Record<string, string> = {
+    "memory.events": V2_MEMORY_EVENTS,
+    "memory.max": "268435456\n",
+    "memory.oom.group": oomGroup,
+  };
+  const writes = Object.entries(files).map(([name, text]) =>
+    `printf '%s' '${text}' > /sys/fs/cgroup/${name}`
+  );
+  const script = [
+    "mount -t tmpfs none /sys/fs/cgroup",
+    ...writes,
+    `mount --bind ${dir}/cgroup /proc/1/cgroup`,
+    `rm -r ${dir}`,
+    `exec ${DENIT_SHELL} --health-addr 127.0.0.1:${port} -- sh -c 'echo ready; exec sleep 30'`,
+  ].join(" && ");
+  return new Running([...PIDNS, "sh", "-c", script]);
+}
+
+Deno.test({
+  name: "memory.oom.group=1 (cgroup v2, the kubelet's): one warn line, and /status shows it",
+  ignore: !CAN_UNSHARE,
+  fn: async () => {
+    for (const [value, expected] of [["1\n", true], ["0\n", false]] as const) {
+      const port = freePort();
+      const proc = underV2(value, port);
+      try {
+        await proc.waitFor(/^ready$/);
+        const status = JSON.parse(await get(port, "/status"));
+        assertEquals(status.memory, { cgroup: 2, limitBytes: 268435456, oomGroup: expected });
+        Deno.kill(denitPid(proc, "pid1"), "SIGTERM");
+        const result = await proc.status();
+        assertEquals(result.code, 143, result.stderr);
+        const warned = result.stderr.split("\n").filter((line) => /memory\.oom\.group/.test(line));
+        assertEquals(warned.length, expected ? 1 : 0, result.stderr);
+        if (expected) {
+          assertMatch(
+            warned[0] ?? "",
+            /^denit\[1\] warn: memory\.oom\.group is 1: an OOM kill ends every process of this container, denit too, so cause=oom cannot be reported cgroup=\/sys\/fs\/cgroup$/,
+          );
+        }
+      } finally {
+        await proc.stop();
+      }
+    }
+  },
+});
+
+Deno.test("memory.oom.group on v1 (this machine's memory cgroup, for real): none, no warning", async () => {
+  const port = freePort();
+  const proc = new Running([
+    ...DENIT,
+    "-s",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--",
+    "sh",
+    "-c",
+    "echo ready; exec sleep 30",
+  ]);
+  try {
+    await proc.waitFor(/^ready$/);
+    const status = JSON.parse(await get(port, "/status"));
+    assertEquals(status.memory?.cgroup, 1);
+    assertEquals(status.memory?.oomGroup, null);
+    proc.kill("SIGTERM");
+    const result = await proc.status();
+    assertOk(!result.stderr.includes("oom.group"), result.stderr);
+  } finally {
+    await proc.stop();
+  }
 });
 
 // ---------------------------------------------------------------- termination message

@@ -6,7 +6,8 @@
 import { Pod } from "kubernetes-models/v1";
 import { parse } from "yaml";
 import { assertEquals, assertOk } from "./assert.ts";
-import { FIXTURES } from "./helpers.ts";
+import { FIXTURES, ROOT } from "./helpers.ts";
+import { signalName } from "../src/common/signals.ts";
 import { parseInvocation } from "../src/supervise/cli.ts";
 import { parseCopyInvocation } from "../src/copy/cli.ts";
 import { ABANDON_MS } from "../src/supervise/machine.ts";
@@ -21,7 +22,11 @@ interface ContainerShape {
   readinessProbe?: { httpGet?: { path: string; port: number | string } };
   terminationMessagePath?: string;
   volumeMounts?: Array<{ name: string; mountPath: string }>;
+  restartPolicy?: string;
+  lifecycle?: { stopSignal?: string; preStop?: { sleep?: { seconds: number } } };
 }
+
+const README = Deno.readTextFileSync(`${ROOT}README.md`);
 
 const files = [...Deno.readDirSync(`${FIXTURES}/k8s`)].map((e) => e.name).filter((n) =>
   n.endsWith(".yaml")
@@ -35,77 +40,115 @@ Deno.test("there are three Kubernetes examples", () => {
   ]);
 });
 
+interface PodSpec {
+  terminationGracePeriodSeconds?: number;
+  initContainers?: ContainerShape[];
+  containers: ContainerShape[];
+  volumes?: Array<{ name: string; emptyDir?: unknown }>;
+}
+
+/** The signals every denit treats as a stop without --stop-signal. */
+const STOPS = ["SIGTERM", "SIGINT", "SIGQUIT"];
+
+/**
+ * A valid Pod whose denit usage is consistent. `requireDenit`: every container runs denit (the
+ * fixtures); otherwise containers without a command (an image's ENTRYPOINT) are only validated.
+ */
+function checkPod(doc: Record<string, unknown>, requireDenit: boolean): void {
+  new Pod(doc).validate(); // throws with the schema's reasons if the object is not a Pod
+  const spec = doc.spec as PodSpec;
+  const sidecars = (spec.initContainers ?? []).filter((c) => c.restartPolicy === "Always");
+  for (const init of spec.initContainers ?? []) {
+    if (init.restartPolicy === "Always") continue;
+    const argv = [...(init.command ?? []), ...(init.args ?? [])];
+    assertEquals(argv[1], "init", `${init.name} runs denit init`);
+    const parsed = parseCopyInvocation(argv.slice(1));
+    assertOk(parsed !== "help");
+    const mount = init.volumeMounts?.find((m) => m.mountPath === parsed.dest);
+    assertOk(mount !== undefined, `${init.name}: DEST is not a mounted volume`);
+    assertOk(spec.volumes?.find((v) => v.name === mount.name)?.emptyDir !== undefined);
+  }
+  for (const container of [...spec.containers, ...sidecars]) {
+    const argv = [...(container.command ?? []), ...(container.args ?? [])];
+    if (argv.length === 0 && !requireDenit) continue;
+    const exe = argv[0] ?? "";
+    assertOk(exe.endsWith("/denit"), `${container.name} runs denit`);
+    const invocation = parseInvocation(argv.slice(1), {});
+    assertEquals(invocation.kind, "run");
+    if (invocation.kind !== "run") return;
+    const { config } = invocation;
+    if (config.graceMs !== null) {
+      // The README's stop budget: preStop sleep + delay + grace + ABANDON_MS, a second to spare.
+      const sleep = (container.lifecycle?.preStop?.sleep?.seconds ?? 0) * 1000;
+      const budget = sleep + config.shutdownDelayMs + config.graceMs + ABANDON_MS + 1000;
+      assertOk(
+        (spec.terminationGracePeriodSeconds ?? 30) * 1000 >= budget,
+        `${container.name}: terminationGracePeriodSeconds must cover ${budget} ms`,
+      );
+    }
+    // The pod's stop signal must be one denit treats as a stop.
+    const stopSignal = container.lifecycle?.stopSignal;
+    if (stopSignal !== undefined && !STOPS.includes(stopSignal)) {
+      assertOk(
+        config.stopSignal !== null && signalName(config.stopSignal) === stopSignal,
+        `${container.name}: lifecycle.stopSignal ${stopSignal} needs --stop-signal ${stopSignal}`,
+      );
+    }
+    if (sidecars.includes(container)) {
+      // Stopped after the app: a delay only eats the time left; its SIGTERM end is a success.
+      assertEquals(
+        config.shutdownDelayMs,
+        0,
+        `${container.name}: no --shutdown-delay in a sidecar`,
+      );
+      assertOk(config.remapExit.has(143), `${container.name}: a sidecar wants -e 143`);
+    }
+    // denit's termination message goes where the kubelet reads it.
+    const messagePath = container.terminationMessagePath ?? DEFAULT_TERMINATION_LOG;
+    assertEquals(config.terminationLog ?? DEFAULT_TERMINATION_LOG, messagePath);
+    const appPorts = (container.ports ?? []).filter((p) => p.containerPort !== config.health?.port);
+    if (appPorts.length > 0) {
+      const check = config.readyWhen;
+      assertOk(
+        check !== null && (check.kind === "tcp" || check.kind === "http") &&
+          appPorts.some((p) => p.containerPort === check.port),
+        `${container.name} has an app port: --ready-when should check it`,
+      );
+    }
+    for (const probe of [container.livenessProbe, container.readinessProbe]) {
+      if (probe?.httpGet === undefined) continue;
+      assertOk(
+        config.health !== null,
+        `${container.name} probes a health endpoint denit does not serve`,
+      );
+      const port = typeof probe.httpGet.port === "number"
+        ? probe.httpGet.port
+        : container.ports?.find((p) => p.name === probe.httpGet?.port)?.containerPort;
+      assertEquals(port, config.health.port, `${container.name}: probe port`);
+      assertOk(["/healthz", "/livez", "/readyz"].includes(probe.httpGet.path));
+    }
+    if (exe !== "/denit") {
+      // A copied denit: it must live on a volume an init container filled.
+      const mount = container.volumeMounts?.find((m) => exe.startsWith(`${m.mountPath}/`));
+      assertOk(mount !== undefined, `${exe} is on no volume`);
+      assertOk(
+        (spec.initContainers ?? []).some((init) =>
+          init.volumeMounts?.some((m) => m.name === mount.name)
+        ),
+      );
+    }
+  }
+}
+
 for (const file of files) {
   Deno.test(`k8s ${file}: a valid Pod whose denit usage is consistent`, () => {
-    const doc = parse(Deno.readTextFileSync(`${FIXTURES}/k8s/${file}`));
-    new Pod(doc).validate(); // throws with the schema's reasons if the object is not a Pod
-    const spec = doc.spec as {
-      terminationGracePeriodSeconds?: number;
-      initContainers?: ContainerShape[];
-      containers: ContainerShape[];
-      volumes?: Array<{ name: string; emptyDir?: unknown }>;
-    };
-    for (const init of spec.initContainers ?? []) {
-      const argv = [...(init.command ?? []), ...(init.args ?? [])];
-      assertEquals(argv[1], "init", `${init.name} runs denit init`);
-      const parsed = parseCopyInvocation(argv.slice(1));
-      assertOk(parsed !== "help");
-      const mount = init.volumeMounts?.find((m) => m.mountPath === parsed.dest);
-      assertOk(mount !== undefined, `${init.name}: DEST is not a mounted volume`);
-      assertOk(spec.volumes?.find((v) => v.name === mount.name)?.emptyDir !== undefined);
-    }
-    for (const container of spec.containers) {
-      const argv = [...(container.command ?? []), ...(container.args ?? [])];
-      const exe = argv[0] ?? "";
-      assertOk(exe.endsWith("/denit"), `${container.name} runs denit`);
-      const invocation = parseInvocation(argv.slice(1), {});
-      assertEquals(invocation.kind, "run");
-      if (invocation.kind !== "run") return;
-      const { config } = invocation;
-      if (config.graceMs !== null) {
-        // The README's stop budget: delay + grace + ABANDON_MS, with a second to spare.
-        const budget = config.shutdownDelayMs + config.graceMs + ABANDON_MS + 1000;
-        assertOk(
-          (spec.terminationGracePeriodSeconds ?? 30) * 1000 >= budget,
-          `${container.name}: terminationGracePeriodSeconds must cover ${budget} ms`,
-        );
-      }
-      // denit's termination message goes where the kubelet reads it.
-      const messagePath = container.terminationMessagePath ?? DEFAULT_TERMINATION_LOG;
-      assertEquals(config.terminationLog ?? DEFAULT_TERMINATION_LOG, messagePath);
-      const appPorts = (container.ports ?? []).filter((p) =>
-        p.containerPort !== config.health?.port
-      );
-      if (appPorts.length > 0) {
-        const check = config.readyWhen;
-        assertOk(
-          check !== null && (check.kind === "tcp" || check.kind === "http") &&
-            appPorts.some((p) => p.containerPort === check.port),
-          `${container.name} has an app port: --ready-when should check it`,
-        );
-      }
-      for (const probe of [container.livenessProbe, container.readinessProbe]) {
-        if (probe?.httpGet === undefined) continue;
-        assertOk(
-          config.health !== null,
-          `${container.name} probes a health endpoint denit does not serve`,
-        );
-        const port = typeof probe.httpGet.port === "number"
-          ? probe.httpGet.port
-          : container.ports?.find((p) => p.name === probe.httpGet?.port)?.containerPort;
-        assertEquals(port, config.health.port, `${container.name}: probe port`);
-        assertOk(["/healthz", "/livez", "/readyz"].includes(probe.httpGet.path));
-      }
-      if (exe !== "/denit") {
-        // A copied denit: it must live on a volume an init container filled.
-        const mount = container.volumeMounts?.find((m) => exe.startsWith(`${m.mountPath}/`));
-        assertOk(mount !== undefined, `${exe} is on no volume`);
-        assertOk(
-          (spec.initContainers ?? []).some((init) =>
-            init.volumeMounts?.some((m) => m.name === mount.name)
-          ),
-        );
-      }
-    }
+    checkPod(parse(Deno.readTextFileSync(`${FIXTURES}/k8s/${file}`)), true);
   });
 }
+
+Deno.test("the README's Pods are valid and use denit consistently", () => {
+  const blocks = [...README.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1] ?? "");
+  const pods = blocks.map((text) => parse(text)).filter((doc) => doc?.kind === "Pod");
+  assertOk(pods.length >= 3, `${pods.length} Pods in the README`);
+  for (const pod of pods) checkPod(pod, false);
+});

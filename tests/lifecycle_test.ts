@@ -148,6 +148,66 @@ for (const mode of MODES) {
   });
 }
 
+// ---------------------------------------------------------------- --stop-signal
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: --stop-signal USR1: held by the delay, not ready, SIGKILL after --grace`, async () => {
+    // A pod's stopSignal (ContainerStopSignals) or docker --stop-signal: USR1 is the stop.
+    const port = freePort();
+    const proc = new Running(denitArgv(mode, [
+      "-v",
+      "--health-addr",
+      `127.0.0.1:${port}`,
+      "--stop-signal",
+      "USR1",
+      "--shutdown-delay",
+      "1s",
+      "--grace",
+      "1s",
+      "--",
+      ...ECHO,
+      "NONE",
+    ]));
+    try {
+      await proc.waitFor(/^ready /);
+      await eventually(async () => await readyz(port) === 200, "ready before the stop");
+      assertEquals((await status(port)).settings?.stopSignal, "SIGUSR1");
+      const sent = Date.now();
+      Deno.kill(denitPid(proc, mode), "SIGUSR1");
+      await eventually(async () => await readyz(port) === 503, "not ready after USR1", 1000);
+      assertMatch((await get(port, "/readyz")).body, /shutdown-delay/);
+      assertOk(!proc.lines.includes("SIGUSR1"), "the child got USR1 before the delay");
+      await proc.waitFor(/^SIGUSR1$/, { timeoutMs: 5000 });
+      assertOk(Date.now() - sent >= 900, `USR1 reached the child after ${Date.now() - sent} ms`);
+      const result = await proc.status(10_000);
+      const took = Date.now() - sent;
+      assertEquals(result.code, 137, result.stderr);
+      assertOk(took >= 1900 && took < 4000, `stopped after ${took} ms: not delay + grace`);
+      assertMatch(result.stderr, /SIGUSR1 held for the shutdown delay of 1s/);
+      assertMatch(result.stderr, /grace period of 1s expired: SIGKILL to/);
+    } finally {
+      await proc.stop();
+    }
+  });
+}
+
+Deno.test("without --stop-signal, USR1 is passed on and stops nothing", async () => {
+  const port = freePort();
+  const proc = withHealth(port, ["--grace", "200ms", "--", ...ECHO, "NONE"]);
+  try {
+    await proc.waitFor(/^ready /);
+    await eventually(async () => await readyz(port) === 200, "ready");
+    proc.kill("SIGUSR1");
+    await proc.waitFor(/^SIGUSR1$/);
+    assertEquals(await readyz(port), 200);
+    assertEquals((await status(port)).settings?.stopSignal, null);
+    assertEquals((await status(port)).state as unknown, "running");
+  } finally {
+    proc.kill("SIGINT"); // signal_echo carries on: --grace ends it
+    await proc.status();
+  }
+});
+
 // ---------------------------------------------------------------- --timeout
 
 for (const mode of MODES) {

@@ -136,6 +136,7 @@ Deno.test("README's /status fields are the document's fields", () => {
       stopCause: "signal" as const,
       drainingUntilMs: 0,
       deadlineAtMs: 0,
+      memory: { cgroup: 2 as const, limitBytes: 1, oomGroup: true },
       jobs: { running: 1, started: 2, succeeded: 1, failed: 0, cancelled: 0 },
     }),
     settings: {
@@ -146,6 +147,7 @@ Deno.test("README's /status fields are the document's fields", () => {
       user: null,
       readyWhen: { kind: "notify" as const },
       waitDescendants: false,
+      stopSignal: "SIGUSR1",
     },
     readiness: () => ({
       check: "notify",

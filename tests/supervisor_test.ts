@@ -21,6 +21,7 @@ const POLICY: Policy = {
   shutdownDelayMs: 0,
   timeoutMs: null,
   waitDescendants: false,
+  stopSignal: null,
 };
 const RUNNING: State = { name: "running", pid: 10, target: -10 };
 const STOPPING: State = {
@@ -265,6 +266,40 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
   ["QUIT is not held: only the stop requests of docker and kubelet", RUNNING, signal(3), DELAY, {
     ...STOPPING,
   }, [forward(3, 3), { type: "start-timer", timer: "grace", ms: 500 }]],
+  // --stop-signal USR1 (10): a stop like TERM, held by the delay like TERM
+  ["without --stop-signal USR1 is no stop", RUNNING, signal(10), DELAY, RUNNING, [
+    forward(10, 10),
+  ]],
+  ["--stop-signal USR1 stops with grace", RUNNING, signal(10), { ...POLICY, stopSignal: 10 }, {
+    ...STOPPING,
+  }, [forward(10, 10), { type: "start-timer", timer: "grace", ms: 500 }]],
+  ["--stop-signal USR1 is held by the delay", RUNNING, signal(10), { ...DELAY, stopSignal: 10 }, {
+    ...DRAINING,
+    draining: 10,
+  }, [
+    { type: "hold-signal", signo: 10, ms: 2000 },
+    { type: "start-timer", timer: "delay", ms: 2000 },
+  ]],
+  [
+    "--stop-signal USR1 ends a wait for descendants",
+    WAITING,
+    signal(10),
+    { ...WAIT, stopSignal: 10 },
+    { ...WAITING, exitCode: 138, stopped: true },
+    [{ type: "signal-descendants", signo: 10 }, { type: "start-timer", timer: "grace", ms: 500 }],
+  ],
+  [
+    "--stop-signal USR1 bounds leftovers by grace",
+    EXITED,
+    signal(10),
+    { ...POLICY, stopSignal: 10 },
+    { ...EXITED, stopped: true },
+    [{ type: "drop-signal", signo: 10, reason: "child exited" }, {
+      type: "start-timer",
+      timer: "grace",
+      ms: 500,
+    }],
+  ],
   [
     "the delay's end forwards the held signal and starts grace",
     DRAINING,

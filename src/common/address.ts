@@ -6,6 +6,9 @@ export interface ListenAddress {
   readonly port: number;
 }
 
+/** The health endpoint's default address, GOAT's port, on every IPv6 and IPv4 address. */
+export const DEFAULT_HEALTH: ListenAddress = Object.freeze({ hostname: "::", port: 7623 });
+
 /**
  * Parses "HOST:PORT", ":PORT" or "[V6]:PORT"; an empty host means every address, "::" (which
  * takes IPv4 too, as IPv4-mapped addresses, unless the host has no IPv6: see the server).

@@ -10,6 +10,15 @@ import type { ReadyCheck } from "./ready.ts";
 /** The supervisor's state names, as /status reports them. */
 export type StateName = "starting" | "running" | "stopping" | "exited";
 
+/** The container's memory cgroup, read once at start. */
+export interface MemoryFacts {
+  readonly cgroup: 1 | 2;
+  /** The limit in bytes; null: none. */
+  readonly limitBytes: number | null;
+  /** v2 `memory.oom.group` (an OOM kill ends every process at once); null on v1. */
+  readonly oomGroup: boolean | null;
+}
+
 /** A read-only picture of the supervisor. */
 export interface Snapshot {
   readonly state: StateName;
@@ -38,6 +47,8 @@ export interface Snapshot {
   readonly drainingUntilMs: number | null;
   /** With --timeout: when the child's deadline is. */
   readonly deadlineAtMs: number | null;
+  /** The memory cgroup denit and the child are in, as found at start; null: none found. */
+  readonly memory: MemoryFacts | null;
   /** With --jobs-socket: the jobs by outcome; null without the job service. */
   readonly jobs: JobCounts | null;
 }
@@ -52,6 +63,8 @@ export interface SupervisorSettings {
   readonly user: string | null;
   readonly readyWhen: ReadyCheck | null;
   readonly waitDescendants: boolean;
+  /** `--stop-signal` by name ("SIGUSR1"); null: TERM, INT and QUIT only. */
+  readonly stopSignal: string | null;
 }
 
 /** Where a snapshot comes from. */

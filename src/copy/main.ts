@@ -276,7 +276,7 @@ export async function copyMain(args: readonly string[]): Promise<number> {
     }
     if (err instanceof CopyError) {
       printErr(`denit ${mode}: ${err.message}`);
-      return ExitCode.COPY_FAILED;
+      return ExitCode.FAILED;
     }
     throw err;
   }

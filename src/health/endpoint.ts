@@ -118,6 +118,7 @@ export function statusDocument(source: HealthSource, nowMs: number): Record<stri
       drainingUntil: iso(s.drainingUntilMs),
     },
     cleanup: s.cleanup,
+    memory: s.memory,
     jobs: s.jobs,
     readiness: readinessDocument(source),
     settings: settingsDocument(source.settings),
@@ -152,6 +153,7 @@ function settingsDocument(settings: SupervisorSettings): Record<string, unknown>
     user: settings.user,
     readyWhen: settings.readyWhen === null ? null : formatReadyCheck(settings.readyWhen),
     waitDescendants: settings.waitDescendants,
+    stopSignal: settings.stopSignal,
   };
 }
 

@@ -44,6 +44,7 @@ const STARTING: Snapshot = Object.freeze({
   stopCause: null,
   drainingUntilMs: null,
   deadlineAtMs: null,
+  memory: null,
   jobs: null,
 });
 

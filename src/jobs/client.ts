@@ -77,7 +77,7 @@ function failure(err: grpc.ServiceError): CallFailed {
     err.code === grpc.status.DEADLINE_EXCEEDED;
   return new CallFailed(
     `${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`,
-    unreachable ? ExitCode.INTERNAL : 1,
+    unreachable ? ExitCode.INTERNAL : ExitCode.FAILED,
   );
 }
 

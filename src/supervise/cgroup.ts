@@ -156,6 +156,17 @@ export function readMemoryLimit(cgroup: MemoryCgroup): number | null {
   return text === null ? null : memoryLimitFrom(cgroup.version, text);
 }
 
+/**
+ * v2's `memory.oom.group`: true when an OOM kill takes every process of the cgroup at once
+ * (the kubelet sets it on containers since 1.28), false when only the pick dies; null on v1
+ * (no such file) or when it cannot be read.
+ */
+export function readOomGroup(cgroup: MemoryCgroup): boolean | null {
+  if (cgroup.version !== 2) return null;
+  const value = read(`${cgroup.dir}/memory.oom.group`)?.trim();
+  return value === "1" ? true : value === "0" ? false : null;
+}
+
 /** "256 MiB", "1.5 GiB", "512 KiB": a limit as people write it. */
 export function formatBytes(bytes: number): string {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -5,7 +5,7 @@
  */
 
 import { parseReadyCheck, type ReadyCheck } from "../common/ready.ts";
-import { type ListenAddress, parseListenAddress } from "../common/address.ts";
+import { DEFAULT_HEALTH, type ListenAddress, parseListenAddress } from "../common/address.ts";
 import {
   type OptionSpec,
   parseFrom,
@@ -62,6 +62,8 @@ export interface Config {
   readonly jobsSpool: string;
   /** The child's oom_score_adj (-1000 to 1000); null: inherited from denit, as always. */
   readonly oomScoreAdj: number | null;
+  /** A signal that counts as a stop besides TERM, INT and QUIT (the pod's stop signal). */
+  readonly stopSignal: number | null;
   /** Lines to log once a logger exists (a misspelt DENIT_* variable, say). */
   readonly warnings: readonly string[];
 }
@@ -74,8 +76,6 @@ export type Invocation =
 
 /** Default bound for leftovers between SIGTERM and SIGKILL once the child has exited. */
 export const DEFAULT_KILL_AFTER_MS = 3000;
-/** The health endpoint's default address, GOAT's port, on every IPv6 and IPv4 address. */
-export const DEFAULT_HEALTH: ListenAddress = Object.freeze({ hostname: "::", port: 7623 });
 /** The open-file limit children get where the container's own is unknowable (`deno run`). */
 export const DEFAULT_FILE_LIMIT = 1024;
 
@@ -91,6 +91,7 @@ export const HELP = `${USAGE_LINE}
        denit copy [OPTIONS] SRC... DEST
        denit job run|follow|logs|cancel|list [OPTIONS] ...
        denit bridge [SOCKET]
+       denit probe [--health-addr ADDR] [--path PATH] [--timeout DURATION]
 
 Runs COMMAND as a child: forwards signals to it, reaps every zombie, stops what it
 left behind, and exits with its status. Every option has a DENIT_* environment twin;
@@ -104,6 +105,8 @@ Options:
   -p, --pdeathsig SIGNAL   get SIGNAL when denit's parent dies         DENIT_PDEATHSIG=SIGNAL
       --grace DURATION     SIGKILL the child DURATION after a stop     DENIT_GRACE=DURATION
                            signal (TERM, INT, QUIT); off by default (0 = off)
+      --stop-signal SIGNAL  SIGNAL is a stop too: grace, shutdown     DENIT_STOP_SIGNAL=SIGNAL
+                           delay and /readyz as for TERM (a pod's stopSignal)
       --kill-after DURATION  after the child exits, SIGKILL leftovers  DENIT_KILL_AFTER=DURATION
                            this long after SIGTERM (default 3s, 0 = at once)
       --shutdown-delay DURATION  hold a first TERM/INT this long, not     DENIT_SHUTDOWN_DELAY=DURATION
@@ -160,6 +163,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: "DENIT_SHUTDOWN_DELAY",
   },
   { key: "timeout", names: ["--timeout"], kind: "value", env: "DENIT_TIMEOUT" },
+  { key: "stop-signal", names: ["--stop-signal"], kind: "value", env: "DENIT_STOP_SIGNAL" },
   { key: "user", names: ["-u", "--user"], kind: "value", env: "DENIT_USER" },
   { key: "ready-when", names: ["--ready-when"], kind: "value", env: "DENIT_READY_WHEN" },
   {
@@ -215,22 +219,31 @@ function parseSocketPath(text: string): string {
   return text;
 }
 
+/** A signal denit receives and passes on; `what` names the value in the error. */
+function forwardedSignal(text: string, what: string): number {
+  const signo = parseSignal(text);
+  if (!FORWARDED.some((row) => row.signo === signo)) {
+    const row = SIGNAL_TABLE.find((r) => r.signo === signo);
+    const why = row === undefined ? "Deno cannot listen for real-time signals" : row.why;
+    throw new RangeError(`Invalid ${what}: denit never passes ${signalName(signo)} on (${why})`);
+  }
+  return signo;
+}
+
 function parseRewrite(text: string): [number, number] {
   const parts = text.split(":");
   const [from, to] = parts;
   if (parts.length !== 2 || from === undefined || to === undefined) {
     throw new RangeError(`Invalid rewrite "${text}": use FROM:TO`);
   }
-  const signo = parseSignal(from);
   // FROM must be a signal denit receives and passes on; any other rewrite would never apply.
-  if (!FORWARDED.some((row) => row.signo === signo)) {
-    const row = SIGNAL_TABLE.find((r) => r.signo === signo);
-    const why = row === undefined ? "Deno cannot listen for real-time signals" : row.why;
-    throw new RangeError(
-      `Invalid rewrite "${text}": denit never passes ${signalName(signo)} on (${why})`,
-    );
-  }
+  const signo = forwardedSignal(from, `rewrite "${text}"`);
   return [signo, to.trim() === "0" ? 0 : parseSignal(to)];
+}
+
+/** The stop signal must reach denit (KILL and STOP never do) to start a stop. */
+function parseStopSignal(text: string): number {
+  return forwardedSignal(text, `stop signal "${text}"`);
 }
 
 function parseExitCode(text: string): number {
@@ -302,6 +315,7 @@ function buildConfig(
   const healthAddr = settings.last("health-addr");
   const delay = settings.last("shutdown-delay");
   const timeout = settings.last("timeout");
+  const stopSignal = settings.last("stop-signal");
   const user = settings.last("user");
   const ready = settings.last("ready-when");
   const terminationLog = settings.last("termination-log");
@@ -358,6 +372,7 @@ function buildConfig(
     jobsSocket: jobsSocket === undefined ? null : parseFrom(jobsSocket, parseSocketPath),
     jobsSpool: jobsSpool === undefined ? DEFAULT_JOBS_SPOOL : jobsSpool.value,
     oomScoreAdj: oomScoreAdj === undefined ? null : parseFrom(oomScoreAdj, parseOomScoreAdj),
+    stopSignal: stopSignal === undefined ? null : parseFrom(stopSignal, parseStopSignal),
     warnings: Object.freeze(warnings),
   });
 }

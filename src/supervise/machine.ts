@@ -32,6 +32,16 @@ export const TIMED_OUT = ExitCode.TIMED_OUT;
 /** Stop signals that `--shutdown-delay` holds back: the stop requests of docker and kubelet. */
 const DELAYED: ReadonlySet<number> = new Set([signalNumber("SIGTERM"), signalNumber("SIGINT")]);
 
+/** A stop: TERM, INT, QUIT, or the `--stop-signal`. */
+function isStop(policy: Policy, signo: number): boolean {
+  return STOP_SIGNALS.has(signo) || signo === policy.stopSignal;
+}
+
+/** A stop the shutdown delay holds: TERM, INT, or the `--stop-signal` (the stop request). */
+function isDelayed(policy: Policy, signo: number): boolean {
+  return DELAYED.has(signo) || signo === policy.stopSignal;
+}
+
 /** The parts of the configuration that decide transitions. */
 export interface Policy {
   readonly rewrite: ReadonlyMap<number, number>;
@@ -44,6 +54,8 @@ export interface Policy {
   readonly timeoutMs: number | null;
   /** Once the child exited, wait for its descendants instead of stopping them. */
   readonly waitDescendants: boolean;
+  /** `--stop-signal`: one more signal that stops (grace, shutdown delay, readiness); null: none. */
+  readonly stopSignal: number | null;
 }
 
 /** Where the end of a run is: stopping leftovers, or waiting for descendants to end. */
@@ -192,7 +204,7 @@ function forward(state: Live, received: number, policy: Policy): Step {
   if (effect === null) {
     return stay(state, { type: "drop-signal", signo: received, reason: "rewrite" });
   }
-  const stop = STOP_SIGNALS.has(received);
+  const stop = isStop(policy, received);
   if (state.name === "stopping" && state.draining !== null && stop) {
     // A second stop signal during the shutdown delay goes through at once, after the one
     // that was held (the child gets both, in the order they came; one, if they are the same).
@@ -208,7 +220,7 @@ function forward(state: Live, received: number, policy: Policy): Step {
     );
   }
   if (state.name === "stopping" || !stop) return stay(state, effect);
-  if (policy.shutdownDelayMs > 0 && DELAYED.has(received)) {
+  if (policy.shutdownDelayMs > 0 && isDelayed(policy, received)) {
     // Readiness fails at once (the state is stopping); the child hears of it after the delay.
     return stay(
       stopping(state, { draining: received }),
@@ -346,7 +358,7 @@ function waiting(state: Exited, event: Event, policy: Policy): Step {
       if (signo === 0) {
         return stay(state, { type: "drop-signal", signo: event.signo, reason: "rewrite" });
       }
-      if (!STOP_SIGNALS.has(event.signo) || state.stopped) {
+      if (!isStop(policy, event.signo) || state.stopped) {
         return stay(state, { type: "signal-descendants", signo });
       }
       // A first stop signal ends the wait: the descendants get it, and SIGKILL after --grace
@@ -405,7 +417,7 @@ function exited(state: Exited, event: Event, policy: Policy): Step {
     case "signal-received": {
       const drop: Effect = { type: "drop-signal", signo: event.signo, reason: "child exited" };
       // A first stop signal while leftovers are stopped bounds them by --grace from now.
-      if (!STOP_SIGNALS.has(event.signo) || state.stopped || state.phase !== "terminating") {
+      if (!isStop(policy, event.signo) || state.stopped || state.phase !== "terminating") {
         return stay(state, drop);
       }
       if ((policy.rewrite.get(event.signo) ?? event.signo) === 0) return stay(state, drop);

@@ -16,6 +16,7 @@ import {
   parseLaunchEnvironment,
   undoRuntimeEnvironment,
 } from "../common/runtime.ts";
+import { signalName } from "../common/signals.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, OPTIONS, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { SignalInbox } from "./inbox.ts";
@@ -241,6 +242,7 @@ async function startHealth(
     user: config.user,
     readyWhen: config.readyWhen,
     waitDescendants: config.waitDescendants,
+    stopSignal: config.stopSignal === null ? null : signalName(config.stopSignal),
   });
   log.info("health endpoint listening", { address: formatAddress(config.health) });
   // The child speaks sd_notify to this socket (an abstract name: no file, any user).

@@ -9,7 +9,7 @@ import { quietDelay } from "../common/delay.ts";
 import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGCHLD, SIGKILL, signalName, SIGRTMAX, SIGRTMIN, SIGTERM } from "../common/signals.ts";
-import type { Snapshot } from "../common/snapshot.ts";
+import type { MemoryFacts, Snapshot } from "../common/snapshot.ts";
 import {
   becomeSubreaper,
   Errno,
@@ -59,7 +59,13 @@ import {
 } from "./zombies.ts";
 import { SIGNAL_TABLE } from "./signals.ts";
 import { explainExit, type Explanation } from "./cause.ts";
-import { findMemoryCgroup, type MemoryCgroup, readMemoryLimit, readOomKills } from "./cgroup.ts";
+import {
+  findMemoryCgroup,
+  type MemoryCgroup,
+  readMemoryLimit,
+  readOomGroup,
+  readOomKills,
+} from "./cgroup.ts";
 import type { Spawner } from "./spawner.ts";
 import type { RunAs } from "./user.ts";
 import type { JobHost } from "./jobs.ts";
@@ -180,6 +186,7 @@ export class Supervisor {
   #oomKillsBefore: number | null = null;
   /** The memory cgroup's limit (bytes); null: none, or no memory cgroup found. */
   #memoryLimit: number | null = null;
+  #memoryFacts: MemoryFacts | null = null;
   #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
   #exitedAtMs: number | null = null;
   #reaped = 0;
@@ -214,6 +221,7 @@ export class Supervisor {
       shutdownDelayMs: config.shutdownDelayMs,
       timeoutMs: config.timeoutMs,
       waitDescendants: config.waitDescendants,
+      stopSignal: config.stopSignal,
     };
   }
 
@@ -243,6 +251,7 @@ export class Supervisor {
       deadlineAtMs: this.#startedAtMs === null || this.#config.timeoutMs === null
         ? null
         : this.#startedAtMs + this.#config.timeoutMs,
+      memory: this.#memoryFacts,
       jobs: this.#jobCounts,
     });
   }
@@ -259,6 +268,7 @@ export class Supervisor {
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
     this.#memory = findMemoryCgroup();
     this.#memoryLimit = this.#memory === null ? null : readMemoryLimit(this.#memory);
+    this.#noteOomGroup();
     this.#refreshOomCount();
     this.#inbox.take((signo) =>
       this.#guard("signal", () => this.#dispatch({ type: "signal-received", signo }))
@@ -279,6 +289,26 @@ export class Supervisor {
     } finally {
       if (this.#spawner === null) spawner?.close();
     }
+  }
+
+  /**
+   * With v2's memory.oom.group set (the kubelet's default) the kernel kills every process of
+   * the container together: denit dies with the child and cannot say cause=oom. Said once.
+   */
+  #noteOomGroup(): void {
+    const oomGroup = this.#memory === null ? null : readOomGroup(this.#memory);
+    if (this.#memory !== null) {
+      this.#memoryFacts = Object.freeze({
+        cgroup: this.#memory.version,
+        limitBytes: this.#memoryLimit,
+        oomGroup,
+      });
+    }
+    if (oomGroup !== true) return;
+    this.#log.warn(
+      "memory.oom.group is 1: an OOM kill ends every process of this container, denit too, so cause=oom cannot be reported",
+      { cgroup: this.#memory?.dir },
+    );
   }
 
   #started(pid: number, runAs: RunAs | null): void {

@@ -405,3 +405,93 @@ dockerTest(
     }
   },
 );
+
+/** Polls `docker inspect` until the container's health status is `status`; the last probe's output. */
+async function healthIs(container: string, status: string): Promise<string> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const text = await must("docker", ["inspect", "-f", "{{json .State.Health}}", container]);
+    const health = JSON.parse(text) as { Status: string; Log: Array<{ Output: string }> };
+    if (health.Status === status) return health.Log.at(-1)?.Output ?? "";
+    if (Date.now() > deadline) throw new Error(`${container}: not ${status} in 30 s: ${text}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+dockerTest(
+  'HEALTHCHECK CMD ["/denit", "probe"]: healthy, then unhealthy once a --stop-signal drains',
+  async () => {
+    // Docker runs an exec-form health command without a shell: the image has none. The
+    // container's stop signal is USR1 here (a pod's stopSignal, or docker --stop-signal):
+    // with --stop-signal USR1 it starts the shutdown delay, so /readyz fails and the probe too.
+    const dir = await Deno.makeTempDir({ prefix: "denit-health-" });
+    const image = `${TEST_IMAGE}-health`;
+    const name = containerName("health");
+    try {
+      await Deno.writeTextFile(
+        `${dir}/Dockerfile`,
+        `FROM ${TEST_IMAGE}\nENV DENIT_HEALTH_ADDR=127.0.0.1:7623\n` +
+          `HEALTHCHECK --interval=300ms --timeout=5s --retries=1 ` +
+          `CMD ["/denit", "probe", "--path", "/readyz"]\n`,
+      );
+      await must("docker", ["build", "-q", "-t", image, dir]);
+      await must("docker", [
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "none",
+        "--stop-signal",
+        "USR1",
+        "-e",
+        "DENIT_STOP_SIGNAL=USR1",
+        "-e",
+        "DENIT_SHUTDOWN_DELAY=60s",
+        image,
+        ...ECHO,
+        "SIGUSR1",
+        "0",
+      ]);
+      const healthy = await healthIs(name, "healthy");
+      assertMatch(
+        healthy,
+        /^denit probe: http:\/\/127\.0\.0\.1:7623\/readyz: 200 OK in \d+ ms: ready/,
+      );
+      await must("docker", ["kill", "-s", "USR1", name]);
+      const unhealthy = await healthIs(name, "unhealthy");
+      assertMatch(unhealthy, /: 503 Service Unavailable in \d+ ms: stopping: .*--shutdown-delay/);
+      // Held for the delay: the child has not had it yet.
+      const logs = await engine("docker", ["logs", name]);
+      assertOk(!logs.stdout.includes("SIGUSR1"), logs.stdout);
+    } finally {
+      await remove("docker", [name]);
+      await engine("docker", ["rmi", "-f", image]);
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+);
+
+dockerTest(
+  "HEALTHCHECK with denit probe and no health endpoint: unhealthy, with the reason",
+  async () => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-health-" });
+    const image = `${TEST_IMAGE}-nohealth`;
+    const name = containerName("nohealth");
+    try {
+      await Deno.writeTextFile(
+        `${dir}/Dockerfile`,
+        `FROM ${TEST_IMAGE}\nHEALTHCHECK --interval=300ms --timeout=5s --retries=2 ` +
+          `CMD ["/denit", "probe", "--timeout", "1s"]\n`,
+      );
+      await must("docker", ["build", "-q", "-t", image, dir]);
+      await must("docker", ["run", "-d", "--name", name, "--network", "none", image, ...ECHO]);
+      const output = await healthIs(name, "unhealthy");
+      assertMatch(output, /^denit probe: http:\/\/127\.0\.0\.1:7623\/healthz: connection refused/);
+    } finally {
+      await remove("docker", [name]);
+      await engine("docker", ["rmi", "-f", image]);
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+);
