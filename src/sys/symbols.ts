@@ -1,10 +1,10 @@
 /**
  * The only `Deno.dlopen` in denit: the C library's symbols, as a C header would list them.
  *
- * Two tables, because a program pays about 0.1 ms at start for every symbol it opens (Deno
- * prepares a call trampoline for each, measured in bench/NOTES.md): the supervisor opens
- * PROCESS_SYMBOLS (process.ts), copy mode opens FILE_SYMBOLS (files.ts). Each module opens its
- * table once, at load, through `openLibc()`.
+ * Each program's module opens its table once, at load, through `openLibc()`, which binds a
+ * function only when it is called (a call trampoline compiled for every symbol of a table cost
+ * about 0.15 ms each at start: bench/NOTES.md). The supervisor opens PROCESS_SYMBOLS
+ * (process.ts), copy mode FILE_SYMBOLS (files.ts).
  */
 
 /** Process control: spawn, wait, signal, limits. */
@@ -183,16 +183,72 @@ export const FILE_SYMBOLS = {
 /** The C library's soname on glibc systems. */
 const LIBC = "libc.so.6";
 
-/** Opens the C library with a table; throws one Error (with the cause) if it cannot. */
+function cannotLoad(err: unknown): Error {
+  const detail = err instanceof Error ? err.message.split("\n")[0] : String(err);
+  return new Error(`Cannot load the C library ${LIBC}: ${detail}`, { cause: err });
+}
+
+/** Calls through the generic path before a symbol gets a compiled trampoline of its own. */
+const CALLS_BEFORE_COMPILING = 64;
+
+/** What a ForeignFunction definition may carry besides its types. */
+interface Named {
+  readonly name?: string;
+  readonly optional?: boolean;
+}
+
+/**
+ * A table of the C library's symbols at the price of what a run calls. `Deno.dlopen` compiles a
+ * call trampoline for every function it names (0.15-0.2 ms each, at load), and most of
+ * denit's symbols are called once or never in a run. So the table opens the library with each
+ * function's address only (a static: nothing compiled), calls a function through that address
+ * (`Deno.UnsafeFnPointer`, a few microseconds a call), and gives a function its compiled
+ * trampoline once it has been called CALLS_BEFORE_COMPILING times (waitpid while reaping a
+ * storm, kill while forwarding). Throws one Error (with the cause) if the library cannot be
+ * opened.
+ */
 export function openLibc<S extends Deno.ForeignLibraryInterface>(
   symbols: S,
 ): Deno.DynamicLibrary<S>["symbols"] {
-  try {
-    return Deno.dlopen(LIBC, symbols).symbols;
-  } catch (err: unknown) {
-    const detail = err instanceof Error ? err.message.split("\n")[0] : String(err);
-    throw new Error(`Cannot load the C library ${LIBC}: ${detail}`, { cause: err });
+  const entries = Object.entries(symbols);
+  const statics: Record<string, Deno.ForeignStatic> = {};
+  for (const [key, definition] of entries) {
+    const { name, optional } = definition as Named;
+    statics[key] = {
+      type: "pointer",
+      ...(name === undefined ? {} : { name }),
+      ...(optional === undefined ? {} : { optional }),
+    } as Deno.ForeignStatic;
   }
+  let addresses: Record<string, unknown>;
+  try {
+    addresses = Deno.dlopen(LIBC, statics).symbols as Record<string, unknown>;
+  } catch (err: unknown) {
+    throw cannotLoad(err);
+  }
+  const table: Record<string, unknown> = {};
+  for (const [key, definition] of entries) {
+    const address = addresses[key] as Deno.PointerValue;
+    if (!("parameters" in definition)) {
+      table[key] = address; // a variable (environ): its address is what Deno gives
+      continue;
+    }
+    if (address === null) {
+      table[key] = null; // optional, and not in this C library
+      continue;
+    }
+    const fn = definition as Deno.ForeignFunction;
+    const pointer = new Deno.UnsafeFnPointer(address as Deno.PointerObject<typeof fn>, fn);
+    let calls = 0;
+    const viaAddress = (...args: unknown[]) => {
+      if (++calls === CALLS_BEFORE_COMPILING) {
+        table[key] = Deno.dlopen(LIBC, { [key]: definition }).symbols[key];
+      }
+      return (pointer.call as (...a: unknown[]) => unknown)(...args);
+    };
+    table[key] = viaAddress;
+  }
+  return table as Deno.DynamicLibrary<S>["symbols"];
 }
 
 /** The address of a buffer's first byte, as a C pointer's value (for structs that hold pointers). */
