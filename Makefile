@@ -96,7 +96,7 @@ image: rootfs
 	$(ENGINE) build -q -t denit -f launch/rootfs.Dockerfile dist/rootfs
 
 # Installs the baselines and tools it needs, then measures everything in one run (< 10 min).
-bench: bundle
+bench: rootfs
 	@command -v tini >/dev/null && command -v dumb-init >/dev/null && command -v catatonit >/dev/null \
 	  && command -v wrk >/dev/null && command -v gcc >/dev/null || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tini dumb-init catatonit wrk gcc >/dev/null; }

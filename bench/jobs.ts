@@ -23,6 +23,12 @@ export interface JobFigures {
   rssOffKiB: number;
   rssIdleKiB: number;
   rss100KiB: number;
+  /** PID 1's private memory (RssAnon) without the service, and with it idle. */
+  anonOffKiB?: number;
+  anonIdleKiB?: number;
+  /** The service's own process, idle after one job: RssAnon and VmRSS. */
+  serviceAnonKiB?: number;
+  serviceRssKiB?: number;
   /** denit's peak resident memory over the whole section (VmHWM). */
   hwmKiB: number;
 }
@@ -58,20 +64,32 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
 }
 
-function rssKiB(pid: number): number {
+function statusKiB(pid: number, field: "VmRSS" | "RssAnon"): number {
   const status = Deno.readTextFileSync(`/proc/${pid}/status`);
-  return Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? NaN);
+  return Number(new RegExp(`^${field}:\\s+(\\d+)`, "m").exec(status)?.[1] ?? NaN);
 }
 
-async function settledRss(pid: number): Promise<number> {
+async function settled(pid: number, field: "VmRSS" | "RssAnon" = "VmRSS"): Promise<number> {
   // Memory after start settles within a second; the lowest of a few reads skips a GC's peak.
   await new Promise((resolve) => setTimeout(resolve, 1500));
   const reads: number[] = [];
   for (let i = 0; i < 5; i++) {
-    reads.push(rssKiB(pid));
+    reads.push(statusKiB(pid, field));
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return Math.min(...reads);
+}
+
+/** The job service's process: the child of denit whose command line says `job serve`. */
+function servicePid(denit: number): number {
+  for (const task of Deno.readDirSync(`/proc/${denit}/task`)) {
+    const children = Deno.readTextFileSync(`/proc/${denit}/task/${task.name}/children`);
+    for (const pid of children.trim().split(" ").filter((p) => p !== "").map(Number)) {
+      const argv = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
+      if (argv.includes("job") && argv.includes("serve")) return pid;
+    }
+  }
+  throw new Error("no job service among denit's children");
 }
 
 async function waitForSocket(path: string): Promise<void> {
@@ -128,10 +146,15 @@ export async function jobsBench(
   const pids: number[] = [];
   try {
     await waitForSocket(socket);
-    const rssOffKiB = await settledRss(off.pid);
+    const rssOffKiB = await settled(off.pid);
+    const anonOffKiB = await settled(off.pid, "RssAnon");
     // The first call connects and loads what later ones reuse: not timed.
     await call<Job>((cb) => client.Run({ id: "warm", argv: ["true"] }, cb));
-    const rssIdleKiB = await settledRss(on.pid);
+    const rssIdleKiB = await settled(on.pid);
+    const anonIdleKiB = await settled(on.pid, "RssAnon");
+    const service = servicePid(on.pid);
+    const serviceAnonKiB = await settled(service, "RssAnon");
+    const serviceRssKiB = await settled(service);
 
     for (let i = 0; i < 100; i++) {
       const job = await call<Job>((cb) =>
@@ -139,7 +162,7 @@ export async function jobsBench(
       );
       pids.push(job.pid);
     }
-    const rss100KiB = await settledRss(on.pid);
+    const rss100KiB = await settled(on.pid);
     for (const pid of pids.splice(0)) Deno.kill(pid, "SIGKILL");
 
     const runUs: number[] = [];
@@ -193,6 +216,10 @@ export async function jobsBench(
       rssOffKiB,
       rssIdleKiB,
       rss100KiB,
+      anonOffKiB,
+      anonIdleKiB,
+      serviceAnonKiB,
+      serviceRssKiB,
     };
   } finally {
     client.close();

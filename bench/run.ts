@@ -12,6 +12,8 @@ import { jobsBench } from "./jobs.ts";
 import {
   COPY_ROWS,
   EXIT_ROWS,
+  type Feature,
+  FEATURE_ROWS,
   type Figures,
   HEALTH_ROWS,
   recordOf,
@@ -95,21 +97,61 @@ function probe(args: string[]): Record<string, number> {
   }
 }
 
+/** Each feature's options, on top of denit's plain `-s --` (a fresh socket for every run). */
+function featureArgs(feature: Feature, scratch: string, run: number): string[] {
+  switch (feature) {
+    case "health":
+      return ["--health-addr", "127.0.0.1:0"];
+    case "user":
+      return ["--user", "65534:65534"];
+    case "timers":
+      return ["--timeout", "1h", "--grace", "5s", "--shutdown-delay", "1s"];
+    case "jobs":
+      return ["--jobs-socket", `${scratch}/${run}.sock`, "--jobs-spool", `${scratch}/spool`];
+  }
+}
+
 function startOverhead(repeats: number): Figures["start"] {
-  log(`start overhead: ${repeats} rounds`);
-  const runs = new Samples<typeof START_ROWS[number] | "alone">();
-  const cases: Array<[typeof START_ROWS[number] | "alone", string[]]> = [
-    ["alone", ["/bin/true"]],
-    ["floorEmpty", FLOOR_EMPTY],
-    ["floorSpawn", [...FLOOR_SPAWN, "/bin/true"]],
-    ["floorFfi", [...FLOOR_FFI, "/bin/true"]],
-    ...NAMES.map((name): [Supervisor, string[]] => [name, [...SUPERVISORS[name], "/bin/true"]]),
+  log(`start overhead: ${repeats} rounds, and denit with each of ${FEATURE_ROWS.join(", ")}`);
+  type Row = typeof START_ROWS[number] | "alone" | Feature;
+  const runs = new Samples<Row>();
+  const scratch = Deno.makeTempDirSync({ prefix: "denit-bench-start-" });
+  let run = 0;
+  const cases: Array<[Row, () => string[]]> = [
+    ["alone", () => ["/bin/true"]],
+    ["floorEmpty", () => FLOOR_EMPTY],
+    ["floorSpawn", () => [...FLOOR_SPAWN, "/bin/true"]],
+    ["floorFfi", () => [...FLOOR_FFI, "/bin/true"]],
+    ...NAMES.map((name): [Row, () => string[]] => [
+      name,
+      () => [...SUPERVISORS[name], "/bin/true"],
+    ]),
+    ...FEATURE_ROWS.map((feature): [Row, () => string[]] => [
+      feature,
+      () => [
+        ...SUPERVISORS.denit.slice(0, -1),
+        ...featureArgs(feature, scratch, ++run),
+        "--",
+        "/bin/true",
+      ],
+    ]),
   ];
-  for (let round = 0; round < repeats; round++) {
-    for (const [name, argv] of shuffled(cases)) runs.push(name, probe(["time", ...argv]).us ?? NaN);
+  try {
+    for (let round = 0; round < repeats; round++) {
+      for (const [name, argv] of shuffled(cases)) {
+        runs.push(name, probe(["time", ...argv()]).us ?? NaN);
+      }
+    }
+  } finally {
+    Deno.removeSync(scratch, { recursive: true });
   }
   const alone = runs.median("alone");
-  return { alone, overheadUs: recordOf(START_ROWS, (name) => runs.median(name) - alone) };
+  const plain = runs.median("denit");
+  return {
+    alone,
+    overheadUs: recordOf(START_ROWS, (name) => runs.median(name) - alone),
+    featureUs: recordOf(FEATURE_ROWS, (name) => runs.median(name) - plain),
+  };
 }
 
 function statusField(pid: number, field: string): number {
@@ -137,6 +179,8 @@ async function memory(repeats: number): Promise<Figures["memory"]> {
   ];
   const rss = new Samples<typeof START_ROWS[number]>();
   const hwm = new Samples<typeof START_ROWS[number]>();
+  const anon = new Samples<typeof START_ROWS[number]>();
+  const pss = new Samples<typeof START_ROWS[number]>();
   for (let round = 0; round < repeats; round++) {
     for (const [name, argv, hasChild] of shuffled(cases)) {
       const [program = "", ...args] = argv;
@@ -149,6 +193,8 @@ async function memory(repeats: number): Promise<Figures["memory"]> {
       await new Promise((r) => setTimeout(r, 300));
       rss.push(name, statusField(child.pid, "VmRSS"));
       hwm.push(name, statusField(child.pid, "VmHWM"));
+      anon.push(name, statusField(child.pid, "RssAnon"));
+      pss.push(name, smapsField(child.pid, "Pss"));
       child.kill("SIGTERM");
       await child.status;
     }
@@ -156,7 +202,149 @@ async function memory(repeats: number): Promise<Figures["memory"]> {
   return {
     rssKiB: recordOf(START_ROWS, (name) => rss.median(name)),
     hwmKiB: recordOf(START_ROWS, (name) => hwm.median(name)),
+    anonKiB: recordOf(START_ROWS, (name) => anon.median(name)),
+    pssKiB: recordOf(START_ROWS, (name) => pss.median(name)),
+    cgroup: await cgroupCharge(),
   };
+}
+
+function smapsField(pid: number, field: string): number {
+  const text = Deno.readTextFileSync(`/proc/${pid}/smaps_rollup`);
+  return Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? NaN);
+}
+
+/** A fresh memory cgroup to run in, or null where none can be made (not root, no controller). */
+function makeMemoryCgroup(name: string): { version: 1 | 2; dir: string; usage: string } | null {
+  const candidates = [
+    { version: 1 as const, dir: `/sys/fs/cgroup/memory/${name}`, usage: "memory.usage_in_bytes" },
+    { version: 2 as const, dir: `/sys/fs/cgroup/${name}`, usage: "memory.current" },
+  ];
+  for (const candidate of candidates) {
+    try {
+      Deno.mkdirSync(candidate.dir);
+      Deno.statSync(`${candidate.dir}/${candidate.usage}`);
+      return candidate;
+    } catch {
+      try {
+        Deno.removeSync(candidate.dir);
+      } catch {
+        // Never made: nothing to undo.
+      }
+    }
+  }
+  return null;
+}
+
+/**
+ * The charge of a denit in its own memory cgroup: a first one (whose cgroup pays for the
+ * runtime's file pages as they are read), then a second beside it, as a second container of
+ * the same image on a node. Each runs `sleep`; measured once its child runs, after a settle.
+ */
+async function cgroupCharge(): Promise<Exclude<Figures["memory"]["cgroup"], undefined>> {
+  log("memory: the cgroup charge of a first and a second denit");
+  const groups = ["first", "second"].map((which) =>
+    makeMemoryCgroup(`denit-bench-${which}-${Deno.pid}`)
+  );
+  const [first, second] = groups;
+  const children: Deno.ChildProcess[] = [];
+  try {
+    if (first === null || first === undefined || second === null || second === undefined) {
+      return null;
+    }
+    const charged: number[] = [];
+    for (const group of [first, second]) {
+      const child = new Deno.Command("sh", {
+        args: [
+          "-c",
+          `echo $$ > ${group.dir}/cgroup.procs && exec "$@"`,
+          "sh",
+          ...SUPERVISORS.denit,
+          "sleep",
+          "30",
+        ],
+        stdout: "null",
+        stderr: "null",
+      }).spawn();
+      children.push(child);
+      const deadline = Date.now() + 10_000;
+      while (childrenOf(child.pid) === "" && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      await new Promise((r) => setTimeout(r, 500));
+      charged.push(Number((await Deno.readTextFile(`${group.dir}/${group.usage}`)).trim()) / 1024);
+    }
+    return { version: first.version, firstKiB: charged[0] ?? NaN, secondKiB: charged[1] ?? NaN };
+  } finally {
+    for (const child of children) {
+      child.kill("SIGTERM");
+      await child.status;
+    }
+    for (const group of groups) {
+      if (group === null || group === undefined) continue;
+      for (let i = 0; i < 100; i++) {
+        try {
+          await Deno.remove(group.dir);
+          break;
+        } catch {
+          await new Promise((r) => setTimeout(r, 20)); // its last process is still leaving
+        }
+      }
+    }
+  }
+}
+
+/** A static /bin/true on the rootfs form's image, for `docker run --rm IMG /bin/true`. */
+function dockerImage(): string | null {
+  const info = new Deno.Command("docker", { args: ["info"], stdout: "null", stderr: "null" });
+  try {
+    if (!info.outputSync().success) return null;
+  } catch {
+    return null; // no docker at all
+  }
+  const dir = Deno.makeTempDirSync({ prefix: "denit-bench-image-" });
+  try {
+    Deno.writeTextFileSync(`${dir}/true.c`, "int main(void) { return 0; }\n");
+    sh(`gcc -O2 -static -o ${dir}/true ${dir}/true.c`);
+    Deno.writeTextFileSync(`${dir}/Dockerfile`, "FROM denit-bench-base\nCOPY true /bin/true\n");
+    sh(
+      `docker build -q -t denit-bench-base -f ${HERE}../launch/rootfs.Dockerfile ${HERE}../dist/rootfs >/dev/null`,
+    );
+    sh(`docker build -q -t denit-bench ${dir} >/dev/null`);
+    return "denit-bench";
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+}
+
+/** Wall time of `docker run --rm` of /bin/true: denit as the entrypoint, and Docker's --init. */
+function dockerRun(repeats: number): Exclude<Figures["docker"], undefined> {
+  const image = dockerImage();
+  if (image === null) {
+    log("docker: no daemon here, section skipped");
+    return null;
+  }
+  log(`docker run --rm ${image} /bin/true: ${repeats} rounds, denit and --init`);
+  const runs = new Samples<"denit" | "init">();
+  const cases: Array<["denit" | "init", string[]]> = [
+    ["denit", ["docker", "run", "--rm", "--network", "none", image, "/bin/true"]],
+    ["init", [
+      "docker",
+      "run",
+      "--rm",
+      "--network",
+      "none",
+      "--init",
+      "--entrypoint",
+      "/bin/true",
+      image,
+    ]],
+  ];
+  for (let round = 0; round < repeats; round++) {
+    for (const [name, argv] of shuffled(cases)) {
+      runs.push(name, (probe(["time", ...argv]).us ?? NaN) / 1000);
+    }
+  }
+  return { runs: repeats, denitMs: runs.median("denit"), initMs: runs.median("init") };
 }
 
 /** Waits until something accepts connections on a port (at most 10 s). */
@@ -577,6 +765,7 @@ const figures: Figures = {
   copy: copy(QUICK ? 1 : 5),
   copyMemory: copyMemory(QUICK ? 20_000 : 200_000),
   jobs: await jobsFigures(QUICK ? 50 : 300, QUICK ? 32 : 64),
+  docker: dockerRun(QUICK ? 3 : 10),
   seconds: 0,
 };
 figures.seconds = Math.round((performance.now() - started) / 1000);

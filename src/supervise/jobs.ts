@@ -21,7 +21,7 @@ import type { Logger } from "../common/log.ts";
 import { RUN_FLAGS } from "../common/runtime.ts";
 import { dirname } from "../common/paths.ts";
 import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
-import { Channel, channelPair, closeReceived } from "../sys/channel.ts";
+import { Channel, channelPair } from "../sys/channel.ts";
 import {
   closeFd,
   destroyFileActions,
@@ -222,7 +222,7 @@ export class JobHost {
     for (;;) {
       const message = await channel.receive();
       if (message === null) break;
-      for (const fd of message.fds) closeReceived(fd); // the service sends none
+      for (const fd of message.fds) closeFd(fd); // the service sends none
       try {
         await this.#handle(JSON.parse(decoder.decode(message.data)) as ToJobHost);
       } catch (err: unknown) {

@@ -7,9 +7,8 @@
  */
 
 import { CMSG, IOVEC, MSGHDR } from "./layout.ts";
-import { addressOf, CHANNEL_SYMBOLS, errno, openLibc } from "./symbols.ts";
+import { addressOf, errno, libc } from "./symbols.ts";
 
-const libc = openLibc(CHANNEL_SYMBOLS);
 const AF_UNIX = 1; // sys/socket.h
 const SOCK_SEQPACKET = 5; // sys/socket.h
 const SOCK_CLOEXEC = 0o2000000; // only the descriptor given to the service's spawn is inherited
@@ -156,9 +155,4 @@ export class Channel {
     libc.shutdown(this.#fd, SHUT_RDWR);
     libc.close(this.#fd);
   }
-}
-
-/** close(2) of a descriptor received from the channel. */
-export function closeReceived(fd: number): void {
-  libc.close(fd);
 }

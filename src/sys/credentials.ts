@@ -9,9 +9,7 @@
  */
 
 import { SYS } from "./layout.ts";
-import { addressOf, errno, openLibc, THREAD_SYMBOLS } from "./symbols.ts";
-
-const libc = openLibc(THREAD_SYMBOLS);
+import { addressOf, errno, libc } from "./symbols.ts";
 
 /** Result of a call that only fails with errno. */
 export type CallResult = { ok: true } | { ok: false; errno: number; call: string };

@@ -10,9 +10,8 @@
  */
 
 import { CMSG, IOVEC, MSGHDR, UCRED } from "./layout.ts";
-import { addressOf, DATAGRAM_SYMBOLS, errno, openLibc } from "./symbols.ts";
+import { addressOf, errno, libc } from "./symbols.ts";
 
-const libc = openLibc(DATAGRAM_SYMBOLS);
 const AF_UNIX = 1; // sys/socket.h
 const SOCK_DGRAM = 2; // sys/socket.h
 const SOCK_CLOEXEC = 0o2000000; // the child must not inherit the socket

@@ -2,15 +2,13 @@
  * File calls for copy mode, all relative to directory descriptors and on raw name bytes: every
  * open refuses to follow a symlink in the final component, and no call takes a path with more
  * than one component, so a directory swapped for a symlink during a copy cannot redirect a
- * write. Typed wrappers over FILE_SYMBOLS; each reads errno right after its call.
+ * write. Typed wrappers over the C library; each reads errno right after its call.
  */
 
 import { DIRENT64, O, RLIMIT, STATX } from "./layout.ts";
-import { Errno, errno, errnoMessage, FILE_SYMBOLS, openLibc } from "./symbols.ts";
+import { closeFd, cString, Errno, errno, errnoMessage, libc } from "./symbols.ts";
 
-export { Errno, errnoMessage };
-
-const libc = openLibc(FILE_SYMBOLS);
+export { closeFd, Errno, errnoMessage };
 
 /** A call's value, or the errno it failed with. */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };
@@ -24,14 +22,6 @@ function checked(rc: number): CallResult {
 
 function outcome(rc: number): Outcome<number> {
   return rc >= 0 ? { ok: true, value: rc } : { ok: false, errno: errno() };
-}
-
-/** A NUL-terminated copy of raw bytes (or of a string's UTF-8). */
-export function cName(value: Uint8Array | string): Uint8Array<ArrayBuffer> {
-  const bytes = typeof value === "string" ? new TextEncoder().encode(value) : value;
-  const out = new Uint8Array(bytes.length + 1);
-  out.set(bytes);
-  return out;
 }
 
 /** The working directory, for paths given on the command line. */
@@ -123,12 +113,12 @@ function statx(dirFd: number, name: Uint8Array, flags: number): Outcome<PathStat
 
 /** statx(dirFd, name) of the entry itself (a symlink is not followed). */
 export function statAt(dirFd: number, name: Uint8Array): Outcome<PathStat> {
-  return statx(dirFd, cName(name), AT_SYMLINK_NOFOLLOW);
+  return statx(dirFd, cString(name), AT_SYMLINK_NOFOLLOW);
 }
 
 /** statx of a path given on the command line; `follow` follows a final symlink. */
 export function statPath(path: string, follow: boolean): Outcome<PathStat> {
-  return statx(AT_FDCWD, cName(path), follow ? 0 : AT_SYMLINK_NOFOLLOW);
+  return statx(AT_FDCWD, cString(path), follow ? 0 : AT_SYMLINK_NOFOLLOW);
 }
 
 /** statx of an open descriptor (fstat). */
@@ -144,34 +134,28 @@ export function openDirectory(
   follow = false,
 ): Outcome<number> {
   const flags = O.RDONLY | O.DIRECTORY | O.CLOEXEC | (follow ? 0 : O.NOFOLLOW);
-  return outcome(libc.openat(dirFd, cName(name), flags, 0));
+  return outcome(libc.openat(dirFd, cString(name), flags, 0));
 }
 
 /** Opens a file for reading: a symlink is refused (ELOOP), a FIFO does not block. */
 export function openForReading(dirFd: number, name: Uint8Array | string): Outcome<number> {
-  return outcome(libc.openat(dirFd, cName(name), O.NOFOLLOW | O.NONBLOCK | O.CLOEXEC, 0));
+  return outcome(libc.openat(dirFd, cString(name), O.NOFOLLOW | O.NONBLOCK | O.CLOEXEC, 0));
 }
 
 /** Creates a new file (O_EXCL: never an existing one, never through a symlink). */
 export function createExclusive(dirFd: number, name: Uint8Array, mode: number): Outcome<number> {
   const flags = O.RDWR | O.CREAT | O.EXCL | O.NOFOLLOW | O.CLOEXEC;
-  return outcome(libc.openat(dirFd, cName(name), flags, mode));
-}
-
-/** close(2). */
-export function closeFd(fd: number): void {
-  // close(2): even on EINTR the descriptor is released on Linux; nothing to retry.
-  libc.close(fd);
+  return outcome(libc.openat(dirFd, cString(name), flags, mode));
 }
 
 /** mkdirat(2). */
 export function makeDirectory(dirFd: number, name: Uint8Array | string, mode: number): CallResult {
-  return checked(libc.mkdirat(dirFd, cName(name), mode));
+  return checked(libc.mkdirat(dirFd, cString(name), mode));
 }
 
 /** symlinkat(2): `target` is stored as given, byte for byte. */
 export function makeSymlink(target: Uint8Array, dirFd: number, name: Uint8Array): CallResult {
-  return checked(libc.symlinkat(cName(target), dirFd, cName(name)));
+  return checked(libc.symlinkat(cString(target), dirFd, cString(name)));
 }
 
 /** readlinkat(2): the target's raw bytes. */
@@ -179,7 +163,7 @@ export function readSymlink(dirFd: number, name: Uint8Array | string): Outcome<U
   let size = 256;
   for (;;) {
     const buffer = new Uint8Array(size);
-    const n = Number(libc.readlinkat(dirFd, cName(name), buffer, BigInt(size)));
+    const n = Number(libc.readlinkat(dirFd, cString(name), buffer, BigInt(size)));
     if (n < 0) return { ok: false, errno: errno() };
     if (n < size) return { ok: true, value: buffer.slice(0, n) };
     size *= 4; // the target may have been cut: ask again with room to spare
@@ -193,12 +177,12 @@ export function renameEntry(
   toDir: number,
   to: Uint8Array,
 ): CallResult {
-  return checked(libc.renameat(fromDir, cName(from), toDir, cName(to)));
+  return checked(libc.renameat(fromDir, cString(from), toDir, cString(to)));
 }
 
 /** unlinkat(2) of a file or link (or an empty directory with `directory`). */
 export function removeEntry(dirFd: number, name: Uint8Array, directory: boolean): CallResult {
-  return checked(libc.unlinkat(dirFd, cName(name), directory ? AT_REMOVEDIR : 0));
+  return checked(libc.unlinkat(dirFd, cString(name), directory ? AT_REMOVEDIR : 0));
 }
 
 /**
@@ -208,15 +192,15 @@ export function removeEntry(dirFd: number, name: Uint8Array, directory: boolean)
 export function linkOpenFile(fd: number, dirFd: number, name: Uint8Array): CallResult {
   const viaProc = libc.linkat(
     AT_FDCWD,
-    cName(`/proc/self/fd/${fd}`),
+    cString(`/proc/self/fd/${fd}`),
     dirFd,
-    cName(name),
+    cString(name),
     AT_SYMLINK_FOLLOW,
   );
   if (viaProc === 0) return { ok: true };
   const first = errno();
   if (first !== Errno.ENOENT) return { ok: false, errno: first };
-  return checked(libc.linkat(fd, EMPTY, dirFd, cName(name), AT_EMPTY_PATH));
+  return checked(libc.linkat(fd, EMPTY, dirFd, cString(name), AT_EMPTY_PATH));
 }
 
 /** A directory entry: its raw name and its type from getdents64 (null: unknown, statx it). */
@@ -416,7 +400,7 @@ export function setEntryOwner(
   uid: number,
   gid: number,
 ): CallResult {
-  return checked(libc.fchownat(dirFd, cName(name), uid, gid, AT_SYMLINK_NOFOLLOW));
+  return checked(libc.fchownat(dirFd, cString(name), uid, gid, AT_SYMLINK_NOFOLLOW));
 }
 
 /** utimensat(2) of an entry itself (a symlink's own times). */
@@ -426,7 +410,9 @@ export function setEntryTimes(
   atime: Timestamp,
   mtime: Timestamp,
 ): CallResult {
-  return checked(libc.utimensat(dirFd, cName(name), timespecs(atime, mtime), AT_SYMLINK_NOFOLLOW));
+  return checked(
+    libc.utimensat(dirFd, cString(name), timespecs(atime, mtime), AT_SYMLINK_NOFOLLOW),
+  );
 }
 
 /** fsync(2). */
@@ -455,7 +441,7 @@ export function readXattrs(fd: number): Outcome<Array<[Uint8Array, Uint8Array]>>
   if (n < 0) return { ok: false, errno: errno() };
   const pairs: Array<[Uint8Array, Uint8Array]> = [];
   for (const name of splitNames(list.subarray(0, n))) {
-    const cname = cName(name);
+    const cname = cString(name);
     const length = Number(libc.fgetxattr(fd, cname, null, 0n));
     if (length < 0) continue; // removed meanwhile: nothing to copy
     const value = new Uint8Array(length);
@@ -467,7 +453,7 @@ export function readXattrs(fd: number): Outcome<Array<[Uint8Array, Uint8Array]>>
 
 /** fsetxattr(2). */
 export function writeXattr(fd: number, name: Uint8Array, value: Uint8Array): CallResult {
-  const rc = libc.fsetxattr(fd, cName(name), value, BigInt(value.length), 0);
+  const rc = libc.fsetxattr(fd, cString(name), value, BigInt(value.length), 0);
   return checked(rc);
 }
 
@@ -476,7 +462,7 @@ export function readLinkXattrs(
   dirFd: number,
   name: Uint8Array,
 ): Outcome<Array<[Uint8Array, Uint8Array]>> {
-  const path = cName(concat(new TextEncoder().encode(`/proc/self/fd/${dirFd}/`), name));
+  const path = cString(concat(new TextEncoder().encode(`/proc/self/fd/${dirFd}/`), name));
   const size = Number(libc.llistxattr(path, null, 0n));
   if (size < 0) return { ok: false, errno: errno() };
   if (size === 0) return { ok: true, value: [] };
@@ -485,7 +471,7 @@ export function readLinkXattrs(
   if (n < 0) return { ok: false, errno: errno() };
   const pairs: Array<[Uint8Array, Uint8Array]> = [];
   for (const attr of splitNames(list.subarray(0, n))) {
-    const cattr = cName(attr);
+    const cattr = cString(attr);
     const length = Number(libc.lgetxattr(path, cattr, null, 0n));
     if (length < 0) continue;
     const value = new Uint8Array(length);
@@ -502,8 +488,8 @@ export function writeLinkXattr(
   attr: Uint8Array,
   value: Uint8Array,
 ): CallResult {
-  const path = cName(concat(new TextEncoder().encode(`/proc/self/fd/${dirFd}/`), name));
-  return checked(libc.lsetxattr(path, cName(attr), value, BigInt(value.length), 0));
+  const path = cString(concat(new TextEncoder().encode(`/proc/self/fd/${dirFd}/`), name));
+  return checked(libc.lsetxattr(path, cString(attr), value, BigInt(value.length), 0));
 }
 
 function concat(a: Uint8Array, b: Uint8Array): Uint8Array {

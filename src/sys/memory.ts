@@ -10,9 +10,8 @@
  * (relocations, RELRO) would lose what was written.
  */
 
-import { MEMORY_SYMBOLS, openLibc } from "./symbols.ts";
+import { libc } from "./symbols.ts";
 
-const libc = openLibc(MEMORY_SYMBOLS);
 const MADV_DONTNEED = 4; // asm-generic/mman-common.h
 
 /** What one drop did: the mappings dropped. */

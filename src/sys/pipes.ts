@@ -1,13 +1,11 @@
 /**
  * Pipes and spool files for the job service (`--jobs-socket` only): the main thread makes a
  * job's pipes and the spawn's file actions; the service's thread polls the read ends and
- * copies what arrives into spool files. Typed wrappers over JOB_SYMBOLS; errors are -errno.
+ * copies what arrives into spool files. Typed wrappers over the C library; errors are -errno.
  */
 
 import { FILE_ACTIONS_BYTES, O } from "./layout.ts";
-import { errno, errnoMessage, JOB_SYMBOLS, openLibc } from "./symbols.ts";
-
-const libc = openLibc(JOB_SYMBOLS);
+import { closeFd, errno, errnoMessage, libc } from "./symbols.ts";
 
 const F_SETFL = 4; // fcntl.h
 const O_TRUNC = 0o1000; // fcntl.h (the same on x86_64 and aarch64)
@@ -38,10 +36,7 @@ export function openPipe(): { read: number; write: number } | number {
   return { read: fds[0] ?? -1, write: fds[1] ?? -1 };
 }
 
-/** close(2); errors are of no use to the caller here (the descriptor is gone either way). */
-export function closeFd(fd: number): void {
-  libc.close(fd);
-}
+export { closeFd };
 
 /** Makes reads from this end return EAGAIN instead of waiting (the pump reads until then). */
 export function setNonBlocking(fd: number): number {

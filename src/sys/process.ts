@@ -1,14 +1,13 @@
 /**
- * Process calls for the supervisor: spawn, wait, signal, prctl, limits. Typed wrappers over
- * PROCESS_SYMBOLS; each reads errno right after its call and returns a discriminated union.
+ * Process calls for the supervisor: spawn, wait, signal, prctl, limits. Typed wrappers over the
+ * C library (symbols.ts); each reads errno right after its call and returns a discriminated
+ * union.
  */
 
 import { FILE_ACTIONS_BYTES, RLIMIT, SIGINFO, SIGSET_BYTES, SPAWNATTR_BYTES } from "./layout.ts";
-import { addressOf, Errno, errno, errnoMessage, openLibc, PROCESS_SYMBOLS } from "./symbols.ts";
+import { addressOf, cString, Errno, errno, errnoMessage, libc } from "./symbols.ts";
 
 export { Errno, errnoMessage };
-
-const libc = openLibc(PROCESS_SYMBOLS);
 
 const WNOHANG = 1; // sys/wait.h
 const WEXITED = 4; // sys/wait.h
@@ -27,16 +26,6 @@ const SIG_ERR = 0xffffffffffffffffn; // ((__sighandler_t) -1)
 const RLIMIT_NOFILE = 7; // bits/resource.h
 const F_OK = 0; // unistd.h
 const X_OK = 1; // unistd.h
-
-const encoder = new TextEncoder();
-
-/** A NUL-terminated copy of a string or of raw bytes. */
-export function cString(value: string | Uint8Array): Uint8Array<ArrayBuffer> {
-  const bytes = typeof value === "string" ? encoder.encode(value) : value;
-  const out = new Uint8Array(bytes.length + 1);
-  out.set(bytes);
-  return out;
-}
 
 /** Result of a call that only fails with errno. */
 export type CallResult = { ok: true } | { ok: false; errno: number };

@@ -1,14 +1,13 @@
 /**
- * The only `Deno.dlopen` in denit: the C library's symbols, as a C header would list them.
- *
- * Each program's module opens its table once, at load, through `openLibc()`, which binds a
- * function only when it is called (a call trampoline compiled for every symbol of a table cost
- * about 0.15 ms each at start: bench/NOTES.md). The supervisor opens PROCESS_SYMBOLS
- * (process.ts), copy mode FILE_SYMBOLS (files.ts).
+ * The only `Deno.dlopen` in denit: the C library's symbols, each declared once in
+ * LIBC_SYMBOLS as a C header lists them, and `libc`, through which every module calls them.
+ * A function is bound when it is first called (openLibc): binding them all at load cost about
+ * 0.15 ms a symbol (bench/NOTES.md).
  */
 
-/** Process control: spawn, wait, signal, limits. */
-export const PROCESS_SYMBOLS = {
+/** Every C function and variable denit calls, by the group that first needed it. */
+export const LIBC_SYMBOLS = {
+  // -- process control: spawn, wait, signal, limits
   posix_spawn: {
     parameters: [
       "buffer", // pid_t *pid
@@ -88,15 +87,11 @@ export const PROCESS_SYMBOLS = {
   setenv: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
   strlen: { parameters: ["pointer"], result: "usize" }, // const char *s
   environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
-} as const satisfies Deno.ForeignLibraryInterface;
-
-/** Copy mode: files by descriptor, relative to directory descriptors, never following links. */
-export const FILE_SYMBOLS = {
+  // -- copy mode: files by descriptor
   openat: {
     parameters: ["i32", "buffer", "i32", "u32"], // int dirfd, const char *path, int flags, mode_t
     result: "i32",
   },
-  close: { parameters: ["i32"], result: "i32" }, // int fd
   mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // int dirfd, path, mode_t
   symlinkat: { parameters: ["buffer", "i32", "buffer"], result: "i32" }, // target, dirfd, path
   readlinkat: {
@@ -136,11 +131,6 @@ export const FILE_SYMBOLS = {
     parameters: ["i32", "buffer", "usize", "i64"], // int fd, void *buf, size_t count, off_t offset
     result: "isize", // ssize_t
   },
-  prlimit: {
-    // pid_t pid, int resource, const struct rlimit *new_limit, struct rlimit *old_limit
-    parameters: ["i32", "i32", "buffer", "buffer"],
-    result: "i32",
-  },
   lseek: { parameters: ["i32", "i64", "i32"], result: "i64" }, // int fd, off_t offset, int whence
   ftruncate: { parameters: ["i32", "i64"], result: "i32" }, // int fd, off_t length
   fchmod: { parameters: ["i32", "u32"], result: "i32" }, // int fd, mode_t mode
@@ -178,7 +168,65 @@ export const FILE_SYMBOLS = {
     parameters: ["buffer", "buffer", "buffer", "usize", "i32"], // path, name, value, size, flags
     result: "i32",
   },
+  // -- the jobs: pipes, file actions, the output pump
+  pipe2: { parameters: ["buffer", "i32"], result: "i32" }, // int pipefd[2], int flags
+  // int fcntl(int fd, int cmd, ... /* int arg */): one int in the integer registers.
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
+  open: { parameters: ["buffer", "i32", "u32"], result: "i32" }, // const char *path, flags, mode
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // int fd, void *buf, count
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // fd, const void *buf, count
+  // int poll(struct pollfd *fds, nfds_t nfds, int timeout): waits on a thread of the runtime.
+  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
+  posix_spawn_file_actions_adddup2: {
+    parameters: ["buffer", "i32", "i32"], // posix_spawn_file_actions_t *fa, int fd, int newfd
+    result: "i32",
+  },
+  posix_spawn_file_actions_addopen: {
+    // posix_spawn_file_actions_t *fa, int fd, const char *path, int oflag, mode_t mode
+    parameters: ["buffer", "i32", "buffer", "i32", "u32"],
+    result: "i32",
+  },
+  // glibc 2.29+: chdir(path) in the child before exec.
+  posix_spawn_file_actions_addchdir_np: {
+    parameters: ["buffer", "buffer"], // posix_spawn_file_actions_t *fa, const char *path
+    result: "i32",
+    optional: true,
+  },
+  // ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+  // unsigned int flags): a pipe's bytes into a file, inside the kernel, never half done.
+  splice: { parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"], result: "isize" },
+  malloc_trim: { parameters: ["usize"], result: "i32" }, // size_t pad
+  // -- one thread's credentials
+  // long syscall(long number, ...): the raw calls, which change the calling thread only.
+  syscall: { parameters: ["i64", "i64", "i64", "i64"], result: "i64" },
+  // -- the sd_notify socket
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" }, // int domain, type, protocol
+  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // fd, const sockaddr *, len
+  setsockopt: {
+    parameters: ["i32", "i32", "i32", "buffer", "u32"], // fd, level, optname, const void *, len
+    result: "i32",
+  },
+  // ssize_t recvmsg(int fd, struct msghdr *msg, int flags): blocks on a thread of the runtime.
+  recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
+  // -- the runtime's resident code pages
+  // int madvise(void *addr, size_t length, int advice): addresses from /proc/self/maps. On a
+  // thread of the runtime: zapping 40 MiB of page tables takes milliseconds.
+  madvise: { parameters: ["usize", "usize", "i32"], result: "i32", nonblocking: true },
+  // -- the job service's control channel
+  socketpair: {
+    parameters: ["i32", "i32", "i32", "buffer"], // int domain, int type, int protocol, int sv[2]
+    result: "i32",
+  },
+  // ssize_t sendmsg(int fd, const struct msghdr *msg, int flags): on a thread of the runtime.
+  sendmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
+  shutdown: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int how
+  // -- errno and its message
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
 } as const satisfies Deno.ForeignLibraryInterface;
+
+/** The C library's functions and variables as Deno binds them. */
+export type Libc = Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
 
 /** The C library's soname on glibc systems. */
 const LIBC = "libc.so.6";
@@ -191,64 +239,96 @@ function cannotLoad(err: unknown): Error {
 /** Calls through the generic path before a symbol gets a compiled trampoline of its own. */
 const CALLS_BEFORE_COMPILING = 64;
 
-/** What a ForeignFunction definition may carry besides its types. */
+/** What a definition may carry besides its types. */
 interface Named {
   readonly name?: string;
   readonly optional?: boolean;
 }
 
 /**
- * A table of the C library's symbols at the price of what a run calls. `Deno.dlopen` compiles a
- * call trampoline for every function it names (0.15-0.2 ms each, at load), and most of
- * denit's symbols are called once or never in a run. So the table opens the library with each
- * function's address only (a static: nothing compiled), calls a function through that address
- * (`Deno.UnsafeFnPointer`, a few microseconds a call), and gives a function its compiled
- * trampoline once it has been called CALLS_BEFORE_COMPILING times (waitpid while reaping a
- * storm, kill while forwarding). Throws one Error (with the cause) if the library cannot be
- * opened.
+ * One symbol, bound: its address looked up alone (a static: nothing compiled), a function
+ * called through that address (`Deno.UnsafeFnPointer`, a few microseconds a call) until it has
+ * been called CALLS_BEFORE_COMPILING times (waitpid in a storm of orphans, kill while
+ * forwarding), then through a compiled trampoline that `replace` puts in its place.
  */
-export function openLibc<S extends Deno.ForeignLibraryInterface>(
-  symbols: S,
-): Deno.DynamicLibrary<S>["symbols"] {
-  const entries = Object.entries(symbols);
-  const statics: Record<string, Deno.ForeignStatic> = {};
-  for (const [key, definition] of entries) {
-    const { name, optional } = definition as Named;
-    statics[key] = {
-      type: "pointer",
-      ...(name === undefined ? {} : { name }),
-      ...(optional === undefined ? {} : { optional }),
-    } as Deno.ForeignStatic;
-  }
-  let addresses: Record<string, unknown>;
+function bind(key: string, replace: (bound: unknown) => void): unknown {
+  const definition: Deno.ForeignFunction | Deno.ForeignStatic =
+    LIBC_SYMBOLS[key as keyof typeof LIBC_SYMBOLS];
+  const { name, optional } = definition as Named;
+  const lookup = {
+    type: "pointer",
+    ...(name === undefined ? {} : { name }),
+    ...(optional === undefined ? {} : { optional }),
+  } as Deno.ForeignStatic;
+  let address: Deno.PointerValue;
   try {
-    addresses = Deno.dlopen(LIBC, statics).symbols as Record<string, unknown>;
+    address = Deno.dlopen(LIBC, { [key]: lookup }).symbols[key] as Deno.PointerValue;
+  } catch (err: unknown) {
+    throw cannotLoad(err);
+  }
+  // A variable (environ): its address is what Deno gives. An optional function missing from
+  // this C library: null.
+  if (!("parameters" in definition) || address === null) return address;
+  const pointer = new Deno.UnsafeFnPointer(
+    address as Deno.PointerObject<typeof definition>,
+    definition,
+  );
+  let calls = 0;
+  return (...args: unknown[]) => {
+    if (++calls === CALLS_BEFORE_COMPILING) {
+      replace(Deno.dlopen(LIBC, { [key]: definition }).symbols[key]);
+    }
+    return (pointer.call as (...a: unknown[]) => unknown)(...args);
+  };
+}
+
+/**
+ * The C library, at the price of what a program calls: `Deno.dlopen` compiles a call
+ * trampoline for every function it names (about 0.15 ms each, at start), and most of
+ * denit's functions are called once or never in a run. Each one is bound on its first use
+ * (bind). The library itself is opened at load: a module that imports this one fails to load,
+ * with one Error and its cause, where there is no C library to call.
+ */
+function openLibc(): Libc {
+  try {
+    Deno.dlopen(LIBC, {}).close(); // no symbols: nothing to compile
   } catch (err: unknown) {
     throw cannotLoad(err);
   }
   const table: Record<string, unknown> = {};
-  for (const [key, definition] of entries) {
-    const address = addresses[key] as Deno.PointerValue;
-    if (!("parameters" in definition)) {
-      table[key] = address; // a variable (environ): its address is what Deno gives
-      continue;
-    }
-    if (address === null) {
-      table[key] = null; // optional, and not in this C library
-      continue;
-    }
-    const fn = definition as Deno.ForeignFunction;
-    const pointer = new Deno.UnsafeFnPointer(address as Deno.PointerObject<typeof fn>, fn);
-    let calls = 0;
-    const viaAddress = (...args: unknown[]) => {
-      if (++calls === CALLS_BEFORE_COMPILING) {
-        table[key] = Deno.dlopen(LIBC, { [key]: definition }).symbols[key];
-      }
-      return (pointer.call as (...a: unknown[]) => unknown)(...args);
-    };
-    table[key] = viaAddress;
+  for (const key of Object.keys(LIBC_SYMBOLS)) {
+    const replace = (value: unknown) =>
+      Object.defineProperty(table, key, { value, writable: true, enumerable: true });
+    Object.defineProperty(table, key, {
+      configurable: true,
+      enumerable: true,
+      get: () => {
+        const bound = bind(key, replace);
+        replace(bound);
+        return bound;
+      },
+    });
   }
-  return table as Deno.DynamicLibrary<S>["symbols"];
+  return table as Libc;
+}
+
+/** The C library's functions (see openLibc); per thread, as every module is. */
+export const libc: Libc = openLibc();
+
+/** A NUL-terminated copy of a string (its UTF-8) or of raw bytes: a C string. */
+export function cString(value: string | Uint8Array): Uint8Array<ArrayBuffer> {
+  const bytes = typeof value === "string" ? new TextEncoder().encode(value) : value;
+  const out = new Uint8Array(bytes.length + 1);
+  out.set(bytes);
+  return out;
+}
+
+/**
+ * close(2). On Linux the descriptor is released even when close reports an error (EINTR
+ * included): there is nothing to retry, and nothing a caller could do with the error.
+ */
+export function closeFd(fd: number): void {
+  libc.close(fd);
 }
 
 /** The address of a buffer's first byte, as a C pointer's value (for structs that hold pointers). */
@@ -282,110 +362,17 @@ export const Errno = Object.freeze({
   ENOTSUP: 95,
 });
 
-/** errno and its message: the one table every module of this folder reads them through. */
-const ERRNO_SYMBOLS = {
-  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
-  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
-} as const satisfies Deno.ForeignLibraryInterface;
-
-let errnoLibc: Deno.StaticForeignLibraryInterface<typeof ERRNO_SYMBOLS> | null = null;
-
 /**
  * The calling thread's errno (`__errno_location()`); call right after the failing call, on the
  * same thread (each worker thread opens the table for itself: modules are per thread).
  */
 export function errno(): number {
-  const pointer = (errnoLibc ??= openLibc(ERRNO_SYMBOLS)).__errno_location();
+  const pointer = libc.__errno_location();
   return pointer === null ? 0 : new Deno.UnsafePointerView(pointer).getInt32();
 }
 
 /** The C library's message for an errno value, e.g. "No such file or directory". */
 export function errnoMessage(code: number): string {
-  const text = (errnoLibc ??= openLibc(ERRNO_SYMBOLS)).strerror(code);
+  const text = libc.strerror(code);
   return text === null ? `errno ${code}` : Deno.UnsafePointerView.getCString(text);
 }
-
-/**
- * The job service (`--jobs-socket`): pipes for the jobs' output, the spawn's file actions (on
- * the main thread) and the pump that copies output to spool files (on the service's thread).
- */
-export const JOB_SYMBOLS = {
-  pipe2: { parameters: ["buffer", "i32"], result: "i32" }, // int pipefd[2], int flags
-  close: { parameters: ["i32"], result: "i32" }, // int fd
-  // int fcntl(int fd, int cmd, ... /* int arg */): one int in the integer registers.
-  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
-  open: { parameters: ["buffer", "i32", "u32"], result: "i32" }, // const char *path, flags, mode
-  read: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // int fd, void *buf, count
-  write: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // fd, const void *buf, count
-  // int poll(struct pollfd *fds, nfds_t nfds, int timeout): waits on a thread of the runtime.
-  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
-  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" }, // actions *fa
-  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" }, // actions *fa
-  posix_spawn_file_actions_adddup2: {
-    parameters: ["buffer", "i32", "i32"], // posix_spawn_file_actions_t *fa, int fd, int newfd
-    result: "i32",
-  },
-  posix_spawn_file_actions_addopen: {
-    // posix_spawn_file_actions_t *fa, int fd, const char *path, int oflag, mode_t mode
-    parameters: ["buffer", "i32", "buffer", "i32", "u32"],
-    result: "i32",
-  },
-  // glibc 2.29+: chdir(path) in the child before exec.
-  posix_spawn_file_actions_addchdir_np: {
-    parameters: ["buffer", "buffer"], // posix_spawn_file_actions_t *fa, const char *path
-    result: "i32",
-    optional: true,
-  },
-  // ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
-  // unsigned int flags): a pipe's bytes into a file, inside the kernel, never half done.
-  splice: { parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"], result: "isize" },
-  lseek: { parameters: ["i32", "i64", "i32"], result: "i64" }, // int fd, off_t offset, int whence
-  malloc_trim: { parameters: ["usize"], result: "i32" }, // size_t pad
-} as const satisfies Deno.ForeignLibraryInterface;
-
-/** Credentials of one thread: only the `--user` spawner thread opens this. */
-export const THREAD_SYMBOLS = {
-  // long syscall(long number, ...): the raw calls, which change the calling thread only.
-  syscall: { parameters: ["i64", "i64", "i64", "i64"], result: "i64" },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-/** The `--ready-when notify` socket: only the health endpoint's thread opens this. */
-export const DATAGRAM_SYMBOLS = {
-  socket: { parameters: ["i32", "i32", "i32"], result: "i32" }, // int domain, type, protocol
-  bind: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // fd, const sockaddr *, len
-  setsockopt: {
-    parameters: ["i32", "i32", "i32", "buffer", "u32"], // fd, level, optname, const void *, len
-    result: "i32",
-  },
-  // ssize_t recvmsg(int fd, struct msghdr *msg, int flags): blocks on a thread of the runtime.
-  recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
-  close: { parameters: ["i32"], result: "i32" }, // int fd
-} as const satisfies Deno.ForeignLibraryInterface;
-
-/** The runtime's resident code pages: the supervisor drops them after start-up (memory.ts). */
-export const MEMORY_SYMBOLS = {
-  // int madvise(void *addr, size_t length, int advice): addresses from /proc/self/maps. On a
-  // thread of the runtime: zapping 40 MiB of page tables takes milliseconds.
-  madvise: { parameters: ["usize", "usize", "i32"], result: "i32", nonblocking: true },
-} as const satisfies Deno.ForeignLibraryInterface;
-
-/**
- * The job service's control channel (channel.ts): a SOCK_SEQPACKET socket pair between denit and
- * the service's process, which carries descriptors (SCM_RIGHTS). Both sides open this table.
- */
-export const CHANNEL_SYMBOLS = {
-  socketpair: {
-    parameters: ["i32", "i32", "i32", "buffer"], // int domain, int type, int protocol, int sv[2]
-    result: "i32",
-  },
-  setsockopt: {
-    parameters: ["i32", "i32", "i32", "buffer", "u32"], // fd, level, optname, const void *, len
-    result: "i32",
-  },
-  // ssize_t sendmsg(int fd, const struct msghdr *msg, int flags): on a thread of the runtime.
-  sendmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
-  // ssize_t recvmsg(int fd, struct msghdr *msg, int flags): on a thread of the runtime.
-  recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
-  shutdown: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int how
-  close: { parameters: ["i32"], result: "i32" }, // int fd
-} as const satisfies Deno.ForeignLibraryInterface;
