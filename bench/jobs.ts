@@ -186,10 +186,14 @@ export async function jobsBench(
     const t2 = performance.now();
     await drain(client.FollowIO({ id: "big" }), (m) => got += m.stdout.length);
     const followS = (performance.now() - t2) / 1000;
+    // The spool holds a directory per denit run (denit-PID-START/N.out).
     let spool: string | undefined;
-    for await (const entry of Deno.readDir(`${dir}/spool`)) {
-      const path = `${dir}/spool/${entry.name}`;
-      if (entry.name.endsWith(".out") && (await Deno.stat(path)).size === bytes) spool = path;
+    for await (const run of Deno.readDir(`${dir}/spool`)) {
+      if (!run.isDirectory) continue;
+      for await (const entry of Deno.readDir(`${dir}/spool/${run.name}`)) {
+        const path = `${dir}/spool/${run.name}/${entry.name}`;
+        if (entry.name.endsWith(".out") && (await Deno.stat(path)).size === bytes) spool = path;
+      }
     }
     if (spool === undefined || got !== bytes) throw new Error(`FollowIO gave ${got} bytes`);
     const t3 = performance.now();

@@ -102,8 +102,11 @@ static int siglat(int n, char **sup, char *self) {
   close(fds[1]);
   char c;
   if (read(fds[0], &c, 1) != 1 || c != 'R') die("child not ready");
-  /* Deno arms its signal listeners as the program starts; give every supervisor 200 ms. */
-  struct timespec settle = {0, 200000000}, gap = {0, 1000000};
+  /* Deno arms its signal listeners as the program starts; give every supervisor 200 ms
+     (PROBE_SETTLE_MS: longer, for a load to start beside it first). */
+  const char *settle_ms = getenv("PROBE_SETTLE_MS");
+  long ms = settle_ms ? atol(settle_ms) : 200;
+  struct timespec settle = {ms / 1000, (ms % 1000) * 1000000L}, gap = {0, 1000000};
   nanosleep(&settle, NULL);
   int64_t *v = calloc(n, sizeof *v);
   int lost = 0;

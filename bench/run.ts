@@ -307,9 +307,9 @@ function dockerImage(): string | null {
     sh(`gcc -O2 -static -o ${dir}/true ${dir}/true.c`);
     Deno.writeTextFileSync(`${dir}/Dockerfile`, "FROM denit-bench-base\nCOPY true /bin/true\n");
     sh(
-      `docker build -q -t denit-bench-base -f ${HERE}../launch/rootfs.Dockerfile ${HERE}../dist/rootfs >/dev/null`,
+      `docker build -q -t denit-bench-base -f ${HERE}../launch/rootfs.Dockerfile ${HERE}../dist/rootfs >/dev/null 2>&1`,
     );
-    sh(`docker build -q -t denit-bench ${dir} >/dev/null`);
+    sh(`docker build -q -t denit-bench ${dir} >/dev/null 2>&1`);
     return "denit-bench";
   } finally {
     Deno.removeSync(dir, { recursive: true });
@@ -708,6 +708,118 @@ function copyMemory(files: number): Figures["copyMemory"] {
   }
 }
 
+/** Starts the load generator on `socket`; resolves once every client finished a round. */
+async function startLoad(socket: string): Promise<Deno.ChildProcess> {
+  const load = new Deno.Command(DENO, {
+    args: [
+      "run",
+      "--quiet",
+      "--no-config",
+      "--allow-all",
+      `${HERE}jobs_load.ts`,
+      `${HERE}../proto/denit/jobs/v1/jobs.proto`,
+      socket,
+      String(LOAD_CLIENTS),
+      String(256 * 1024),
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = load.stdout.getReader();
+  let seen = "";
+  while (!seen.includes("loaded\n")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the load generator ended before it loaded: ${seen}`);
+    seen += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return load;
+}
+
+async function stopLoad(load: Deno.ChildProcess): Promise<{ rounds: number; bytes: number }> {
+  load.kill("SIGTERM");
+  const text = new TextDecoder().decode((await load.output()).stdout).trim().split("\n").at(-1);
+  return JSON.parse(text ?? "{}");
+}
+
+/** Clients of the job service that Run and stream at once, in the signal-under-load figures. */
+const LOAD_CLIENTS = 50;
+
+/**
+ * Signal forwarding while 50 clients Run jobs and stream their output at full speed: denit
+ * forwarding to its main child while it is the PID 1 of that job service, and tini beside the
+ * same load (aimed at another denit: tini has no job service). The load starts before the
+ * signals, which wait for it (PROBE_SETTLE_MS).
+ */
+async function jobsSignals(
+  count: number,
+  repeats: number,
+): Promise<Exclude<Figures["jobsSignals"], undefined>> {
+  log(
+    `signals while ${LOAD_CLIENTS} job clients Run and stream: ${count} signals, ${repeats} rounds`,
+  );
+  const dir = await Deno.makeTempDir({ prefix: "denit-bench-load-" });
+  const options = (name: string) => [
+    "--jobs-socket",
+    `${dir}/${name}.sock`,
+    "--jobs-spool",
+    `${dir}/${name}-spool`,
+  ];
+  const runs: Record<"denit" | "tini", Array<Record<string, number>>> = { denit: [], tini: [] };
+  let rounds = 0;
+  try {
+    for (let round = 0; round < repeats; round++) {
+      for (const name of shuffled(["denit", "tini"] as const)) {
+        const tag = `${name}-${round}`;
+        if (name === "denit") {
+          const measured = new Deno.Command(PROBE, {
+            args: ["siglat", String(count), DENO, ...RUN, BUNDLE, "-s", ...options(tag), "--"],
+            env: { PROBE_SETTLE_MS: "1000" },
+            stdout: "piped",
+            stderr: "null",
+          }).spawn();
+          const load = await startLoad(`${dir}/${tag}.sock`);
+          const out = new TextDecoder().decode((await measured.output()).stdout).trim();
+          rounds += (await stopLoad(load)).rounds;
+          runs.denit.push(JSON.parse(out));
+        } else {
+          const target = new Deno.Command(DENO, {
+            args: [...RUN, BUNDLE, "-s", ...options(tag), "--", "sleep", "600"],
+            stdout: "null",
+            stderr: "null",
+          }).spawn();
+          const load = await startLoad(`${dir}/${tag}.sock`);
+          const out = new TextDecoder().decode(
+            (await new Deno.Command(PROBE, {
+              args: ["siglat", String(count), "tini", "-s", "--"],
+              stdout: "piped",
+            }).output()).stdout,
+          ).trim();
+          rounds += (await stopLoad(load)).rounds;
+          target.kill("SIGTERM");
+          await target.status;
+          runs.tini.push(JSON.parse(out));
+        }
+      }
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  const of = (name: "denit" | "tini", key: string) => median(runs[name].map((r) => r[key] ?? NaN));
+  const most = (name: "denit" | "tini") => Math.max(...runs[name].map((r) => r.max_us ?? NaN));
+  return {
+    clients: LOAD_CLIENTS,
+    jobsRun: rounds,
+    denitMedianUs: of("denit", "median_us"),
+    denitP99Us: of("denit", "p99_us"),
+    denitMaxUs: most("denit"),
+    denitLost: runs.denit.reduce((sum, r) => sum + (r.lost ?? NaN), 0),
+    tiniMedianUs: of("tini", "median_us"),
+    tiniP99Us: of("tini", "p99_us"),
+    tiniMaxUs: most("tini"),
+  };
+}
+
 async function jobsFigures(runs: number, mebibytes: number): Promise<Figures["jobs"]> {
   log(`job service: ${runs} runs, FollowIO of ${mebibytes} MiB, 100 running jobs`);
   return await jobsBench(
@@ -765,6 +877,7 @@ const figures: Figures = {
   copy: copy(QUICK ? 1 : 5),
   copyMemory: copyMemory(QUICK ? 20_000 : 200_000),
   jobs: await jobsFigures(QUICK ? 50 : 300, QUICK ? 32 : 64),
+  jobsSignals: await jobsSignals(QUICK ? 300 : 1000, QUICK ? 1 : 3),
   docker: dockerRun(QUICK ? 3 : 10),
   seconds: 0,
 };

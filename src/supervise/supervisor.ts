@@ -154,7 +154,8 @@ export class Supervisor {
   readonly #publish: ((snapshot: Snapshot) => void) | null;
   readonly #trap: ((point: FaultPoint) => void) | null;
   readonly #done = Promise.withResolvers<number>();
-  readonly #timers = new Map<TimerName, ReturnType<typeof setTimeout>>();
+  /** The running timers, each by its cancel. */
+  readonly #timers = new Map<TimerName, () => void>();
   readonly #forwarded = new Map<string, number>();
   /** Leftovers already sent each signal: every process gets a signal once. */
   readonly #signalled = new Map<number, Set<number>>();
@@ -696,27 +697,37 @@ export class Supervisor {
   }
 
   #cancelTimer(name: TimerName): void {
-    // Only when one is set: the first clearTimeout() loads Deno's timer code (about 7 ms),
+    // Only when one is set: the first clearTimeout() loads Deno's timer code (about 6 ms),
     // which would sit between the child's exit and denit's.
-    const timer = this.#timers.get(name);
-    if (timer === undefined) return;
-    clearTimeout(timer);
+    const cancel = this.#timers.get(name);
+    if (cancel === undefined) return;
+    cancel();
     this.#timers.delete(name);
   }
 
   #startTimer(name: TimerName, ms: number): void {
     this.#cancelTimer(name);
     const event: Event = { type: TIMER_EVENTS[name] };
-    this.#timers.set(
-      name,
-      setTimeout(() => {
-        this.#timers.delete(name);
-        this.#guard("timer", () => {
-          if (this.#childAlreadyEnded(name)) return;
-          this.#dispatch(event);
-        });
-      }, ms),
-    );
+    const fire = () => {
+      this.#timers.delete(name);
+      this.#guard("timer", () => {
+        if (this.#childAlreadyEnded(name)) return;
+        this.#dispatch(event);
+      });
+    };
+    if (name === "deadline") {
+      // Started with the child: a quiet delay, not a timer (the first setTimeout of a run costs
+      // about 6 ms, common/delay.ts). It keeps nothing alive, and needs not: the child runs
+      // until the deadline, and the reaper's wait keeps denit alive meanwhile.
+      let cancelled = false;
+      this.#timers.set(name, () => cancelled = true);
+      void quietDelay(ms).then(() => {
+        if (!cancelled) fire();
+      });
+      return;
+    }
+    const timer = setTimeout(fire, ms);
+    this.#timers.set(name, () => clearTimeout(timer));
   }
 
   /**
