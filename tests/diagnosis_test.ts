@@ -12,6 +12,7 @@ import {
   DENIT_SHELL,
   denitArgv,
   denitPid,
+  endpointOnLoopback,
   freePort,
   inCgroup,
   jobsOptions,
@@ -599,19 +600,8 @@ Deno.test({
 });
 
 Deno.test("memory.oom.group on v1 (this machine's memory cgroup, for real): none, no warning", async () => {
-  const port = freePort();
-  const proc = new Running([
-    ...DENIT,
-    "-s",
-    "--health-addr",
-    `127.0.0.1:${port}`,
-    "--",
-    "sh",
-    "-c",
-    "echo ready; exec sleep 30",
-  ]);
+  const { port, proc } = await endpointOnLoopback();
   try {
-    await proc.waitFor(/^ready$/);
     const status = JSON.parse(await get(port, "/status"));
     assertEquals(status.memory?.cgroup, 1);
     assertEquals(status.memory?.oomGroup, null);

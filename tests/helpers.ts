@@ -424,14 +424,20 @@ export function listeningSocketsOf(pid: number): number {
   return count;
 }
 
-/** denit (a subreaper) with its endpoint on a free loopback port, over a child that sleeps. */
-export async function endpointOnLoopback(): Promise<{ port: number; proc: Running }> {
+/**
+ * denit (a subreaper) with its endpoint on a free port of `host` (default 127.0.0.1; "" for
+ * every address) and `args`, over a child that sleeps.
+ */
+export async function endpointOnLoopback(
+  options: { host?: string; args?: readonly string[] } = {},
+): Promise<{ port: number; proc: Running }> {
   const port = freePort();
   const proc = new Running([
     ...DENIT,
     "-s",
     "--health-addr",
-    `127.0.0.1:${port}`,
+    `${options.host ?? "127.0.0.1"}:${port}`,
+    ...(options.args ?? []),
     "--",
     "sh",
     "-c",

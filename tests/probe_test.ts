@@ -1,32 +1,14 @@
 /** `denit probe` against a real denit's health endpoint, and against listeners that misbehave. */
 
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
-import { DENIT, freePort, run, Running } from "./helpers.ts";
-
-/** denit with its health endpoint on `address` and `args`, over a child that sleeps. */
-async function supervised(address: string, args: readonly string[] = []): Promise<Running> {
-  const proc = new Running([
-    ...DENIT,
-    "-s",
-    "--health-addr",
-    address,
-    ...args,
-    "--",
-    "sh",
-    "-c",
-    "echo ready; exec sleep 30",
-  ]);
-  await proc.waitFor(/^ready$/);
-  return proc;
-}
+import { DENIT, endpointOnLoopback, freePort, run } from "./helpers.ts";
 
 async function probe(args: readonly string[], env: Record<string, string> = {}) {
   return await run([...DENIT, "probe", ...args], { env, timeoutMs: 15_000 });
 }
 
 Deno.test("probe: 200 from /healthz and /readyz exits 0 with one line on stdout", async () => {
-  const port = freePort();
-  const proc = await supervised(`127.0.0.1:${port}`);
+  const { port, proc } = await endpointOnLoopback();
   try {
     for (const path of ["/healthz", "/readyz", "/livez"]) {
       const result = await probe(["--health-addr", `127.0.0.1:${port}`, "--path", path]);
@@ -45,8 +27,7 @@ Deno.test("probe: 200 from /healthz and /readyz exits 0 with one line on stdout"
 });
 
 Deno.test("probe: DENIT_HEALTH_ADDR, a wildcard host on loopback, and [::1]", async () => {
-  const port = freePort();
-  const proc = await supervised(`:${port}`);
+  const { port, proc } = await endpointOnLoopback({ host: "" });
   try {
     // The same variable denit reads: an image that sets it needs no probe arguments.
     const fromEnv = await probe([], { DENIT_HEALTH_ADDR: `:${port}` });
@@ -61,8 +42,7 @@ Deno.test("probe: DENIT_HEALTH_ADDR, a wildcard host on loopback, and [::1]", as
 });
 
 Deno.test("probe: a 503 (draining) or 404 exits 1 and says what the endpoint said", async () => {
-  const port = freePort();
-  const proc = await supervised(`127.0.0.1:${port}`, ["--shutdown-delay", "30s"]);
+  const { port, proc } = await endpointOnLoopback({ args: ["--shutdown-delay", "30s"] });
   try {
     const missing = await probe(["--health-addr", `127.0.0.1:${port}`, "--path", "/nope"]);
     assertEquals(missing.code, 1);

@@ -418,23 +418,39 @@ async function healthIs(container: string, status: string): Promise<string> {
   }
 }
 
+/**
+ * Runs `fn` with a container of an image built FROM the test image with `lines` added (a
+ * HEALTHCHECK); removes both at the end.
+ */
+async function withHealthImage(
+  what: string,
+  lines: string,
+  fn: (image: string, name: string) => Promise<void>,
+): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "denit-health-" });
+  const image = `${TEST_IMAGE}-${what}`;
+  const name = containerName(what);
+  try {
+    await Deno.writeTextFile(`${dir}/Dockerfile`, `FROM ${TEST_IMAGE}\n${lines}`);
+    await must("docker", ["build", "-q", "-t", image, dir]);
+    await fn(image, name);
+  } finally {
+    await remove("docker", [name]);
+    await engine("docker", ["rmi", "-f", image]);
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 dockerTest(
   'HEALTHCHECK CMD ["/denit", "probe"]: healthy, then unhealthy once a --stop-signal drains',
   async () => {
     // Docker runs an exec-form health command without a shell: the image has none. The
     // container's stop signal is USR1 here (a pod's stopSignal, or docker --stop-signal):
     // with --stop-signal USR1 it starts the shutdown delay, so /readyz fails and the probe too.
-    const dir = await Deno.makeTempDir({ prefix: "denit-health-" });
-    const image = `${TEST_IMAGE}-health`;
-    const name = containerName("health");
-    try {
-      await Deno.writeTextFile(
-        `${dir}/Dockerfile`,
-        `FROM ${TEST_IMAGE}\nENV DENIT_HEALTH_ADDR=127.0.0.1:7623\n` +
-          `HEALTHCHECK --interval=300ms --timeout=5s --retries=1 ` +
-          `CMD ["/denit", "probe", "--path", "/readyz"]\n`,
-      );
-      await must("docker", ["build", "-q", "-t", image, dir]);
+    const healthcheck = `ENV DENIT_HEALTH_ADDR=127.0.0.1:7623\n` +
+      `HEALTHCHECK --interval=300ms --timeout=5s --retries=1 ` +
+      `CMD ["/denit", "probe", "--path", "/readyz"]\n`;
+    await withHealthImage("health", healthcheck, async (image, name) => {
       await must("docker", [
         "run",
         "-d",
@@ -464,34 +480,19 @@ dockerTest(
       // Held for the delay: the child has not had it yet.
       const logs = await engine("docker", ["logs", name]);
       assertOk(!logs.stdout.includes("SIGUSR1"), logs.stdout);
-    } finally {
-      await remove("docker", [name]);
-      await engine("docker", ["rmi", "-f", image]);
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
   },
 );
 
 dockerTest(
   "HEALTHCHECK with denit probe and no health endpoint: unhealthy, with the reason",
   async () => {
-    const dir = await Deno.makeTempDir({ prefix: "denit-health-" });
-    const image = `${TEST_IMAGE}-nohealth`;
-    const name = containerName("nohealth");
-    try {
-      await Deno.writeTextFile(
-        `${dir}/Dockerfile`,
-        `FROM ${TEST_IMAGE}\nHEALTHCHECK --interval=300ms --timeout=5s --retries=2 ` +
-          `CMD ["/denit", "probe", "--timeout", "1s"]\n`,
-      );
-      await must("docker", ["build", "-q", "-t", image, dir]);
+    const healthcheck = `HEALTHCHECK --interval=300ms --timeout=5s --retries=2 ` +
+      `CMD ["/denit", "probe", "--timeout", "1s"]\n`;
+    await withHealthImage("nohealth", healthcheck, async (image, name) => {
       await must("docker", ["run", "-d", "--name", name, "--network", "none", image, ...ECHO]);
       const output = await healthIs(name, "unhealthy");
       assertMatch(output, /^denit probe: http:\/\/127\.0\.0\.1:7623\/healthz: connection refused/);
-    } finally {
-      await remove("docker", [name]);
-      await engine("docker", ["rmi", "-f", image]);
-      await Deno.remove(dir, { recursive: true });
-    }
+    });
   },
 );
