@@ -95,7 +95,7 @@ ENGINE ?= $(shell command -v docker >/dev/null && docker info >/dev/null 2>&1 &&
 image: rootfs
 	$(ENGINE) build -q -t denit -f launch/rootfs.Dockerfile dist/rootfs
 
-# Installs the baselines and tools it needs, then measures everything in one run (< 10 min).
+# Installs the baselines and tools it needs, then measures everything in one run (about 10 min).
 bench: rootfs
 	@command -v tini >/dev/null && command -v dumb-init >/dev/null && command -v catatonit >/dev/null \
 	  && command -v wrk >/dev/null && command -v gcc >/dev/null || { apt-get update -qq && \
