@@ -171,14 +171,14 @@ export async function probe(request: ProbeRequest): Promise<{ code: number; line
       request.timeoutMs,
     );
   });
+  const answering = (async () => {
+    conn = await connect(request.address);
+    return await ask(conn, request);
+  })();
+  // After a timeout the close below fails the read still under way: that is the timeout's doing.
+  answering.catch(() => {});
   try {
-    const answer = await Promise.race([
-      (async () => {
-        conn = await connect(request.address);
-        return await ask(conn, request);
-      })(),
-      timedOut,
-    ]);
+    const answer = await Promise.race([answering, timedOut]);
     const ms = Math.round(performance.now() - started);
     const said = answer.body === "" ? "" : `: ${answer.body}`;
     const line = `${url}: ${answer.statusLine} in ${ms} ms${said}`;
@@ -191,7 +191,7 @@ export async function probe(request: ProbeRequest): Promise<{ code: number; line
     try {
       (conn as Deno.TcpConn | null)?.close();
     } catch {
-      // Closed by the race's loser already: nothing to release.
+      // Already closed: nothing to release.
     }
   }
 }
