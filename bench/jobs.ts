@@ -39,7 +39,8 @@ interface Job {
   pid: number;
 }
 type Callback<T> = (err: grpc.ServiceError | null, value?: T) => void;
-interface JobsClient extends grpc.Client {
+/** The calls the bench makes. */
+export interface JobsClient extends grpc.Client {
   Run(request: object, callback: Callback<Job>): grpc.ClientUnaryCall;
   Follow(request: object): grpc.ClientReadableStream<Job>;
   FollowIO(request: object): grpc.ClientReadableStream<{ stdout: Uint8Array; stderr: Uint8Array }>;
@@ -64,7 +65,8 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
 }
 
-function statusKiB(pid: number, field: "VmRSS" | "RssAnon"): number {
+/** A `kB` field of /proc/PID/status (VmRSS, RssAnon, VmHWM...). */
+export function statusKiB(pid: number, field: string): number {
   const status = Deno.readTextFileSync(`/proc/${pid}/status`);
   return Number(new RegExp(`^${field}:\\s+(\\d+)`, "m").exec(status)?.[1] ?? NaN);
 }
@@ -80,19 +82,43 @@ async function settled(pid: number, field: "VmRSS" | "RssAnon" = "VmRSS"): Promi
   return Math.min(...reads);
 }
 
+/** The children of a process, from every one of its threads. */
+export function childPids(pid: number): number[] {
+  const pids: number[] = [];
+  for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
+    const children = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`);
+    pids.push(...children.trim().split(" ").filter((p) => p !== "").map(Number));
+  }
+  return pids;
+}
+
 /** The job service's process: the child of denit whose command line says `job serve`. */
 function servicePid(denit: number): number {
-  for (const task of Deno.readDirSync(`/proc/${denit}/task`)) {
-    const children = Deno.readTextFileSync(`/proc/${denit}/task/${task.name}/children`);
-    for (const pid of children.trim().split(" ").filter((p) => p !== "").map(Number)) {
-      const argv = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
-      if (argv.includes("job") && argv.includes("serve")) return pid;
-    }
+  for (const pid of childPids(denit)) {
+    const argv = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
+    if (argv.includes("job") && argv.includes("serve")) return pid;
   }
   throw new Error("no job service among denit's children");
 }
 
-async function waitForSocket(path: string): Promise<void> {
+type JobsConstructor = new (a: string, c: grpc.ChannelCredentials, o: object) => JobsClient;
+/** The client class of each proto file, loaded once. */
+const constructors = new Map<string, JobsConstructor>();
+
+/** A gRPC client of the job service on `socket`, with grpc-js channel `options`. */
+export function jobsClient(protoPath: string, socket: string, options: object = {}): JobsClient {
+  let Jobs = constructors.get(protoPath);
+  if (Jobs === undefined) {
+    Jobs = (grpc.loadPackageDefinition(
+      loadSync(protoPath, { longs: Number, enums: String, defaults: true }),
+    ) as unknown as { denit: { jobs: { v1: { Jobs: JobsConstructor } } } }).denit.jobs.v1.Jobs;
+    constructors.set(protoPath, Jobs);
+  }
+  return new Jobs(`unix:${socket}`, grpc.credentials.createInsecure(), options);
+}
+
+/** Waits (at most 20 s) until the service's socket exists. */
+export async function waitForSocket(path: string): Promise<void> {
   const deadline = Date.now() + 20_000;
   for (;;) {
     try {
@@ -133,16 +159,7 @@ export async function jobsBench(
     }).spawn();
   const off = start([]);
   const on = start(["--jobs-socket", socket, "--jobs-spool", `${dir}/spool`]);
-  const Jobs = (grpc.loadPackageDefinition(
-    loadSync(protoPath, { longs: Number, enums: String, defaults: true }),
-  ) as unknown as {
-    denit: {
-      jobs: {
-        v1: { Jobs: new (a: string, c: grpc.ChannelCredentials) => JobsClient };
-      };
-    };
-  }).denit.jobs.v1.Jobs;
-  const client = new Jobs(`unix:${socket}`, grpc.credentials.createInsecure());
+  const client = jobsClient(protoPath, socket);
   const pids: number[] = [];
   try {
     await waitForSocket(socket);

@@ -8,39 +8,13 @@
  * Usage: jobs_load.ts PROTO SOCKET CLIENTS BYTES
  */
 
-// deno-lint-ignore no-import-prefix -- bench/run.ts runs with --no-config (no import map)
-import * as grpc from "npm:@grpc/grpc-js@1.14.0";
-// deno-lint-ignore no-import-prefix -- as above
-import { loadSync } from "npm:@grpc/proto-loader@0.8.0";
+import { jobsClient, waitForSocket } from "./jobs.ts";
 
 const [proto = "", socket = "", clientsText = "50", bytesText = "1048576"] = Deno.args;
 const clients = Number(clientsText);
 const bytes = Number(bytesText);
 
-type Callback<T> = (err: grpc.ServiceError | null, value?: T) => void;
-interface JobsClient extends grpc.Client {
-  Run(request: object, callback: Callback<{ id: string }>): grpc.ClientUnaryCall;
-  FollowIO(request: object): grpc.ClientReadableStream<{ stdout: Uint8Array }>;
-}
-
-const Jobs = (grpc.loadPackageDefinition(
-  loadSync(proto, { longs: Number, enums: String, defaults: true }),
-) as unknown as {
-  denit: {
-    jobs: { v1: { Jobs: new (a: string, c: grpc.ChannelCredentials, o: object) => JobsClient } };
-  };
-}).denit.jobs.v1.Jobs;
-
-const deadline = Date.now() + 20_000;
-for (;;) {
-  try {
-    if ((await Deno.lstat(socket)).isSocket) break;
-  } catch {
-    // Not bound yet.
-  }
-  if (Date.now() > deadline) throw new Error(`${socket} never appeared`);
-  await new Promise((resolve) => setTimeout(resolve, 10));
-}
+await waitForSocket(socket);
 
 let stopping = false;
 Deno.addSignalListener("SIGTERM", () => stopping = true);
@@ -51,9 +25,7 @@ let failed = 0;
 
 async function client(index: number): Promise<void> {
   // A connection of its own: grpc-js would otherwise share one between all clients.
-  const jobs = new Jobs(`unix:${socket}`, grpc.credentials.createInsecure(), {
-    "grpc.use_local_subchannel_pool": 1,
-  });
+  const jobs = jobsClient(proto, socket, { "grpc.use_local_subchannel_pool": 1 });
   try {
     for (let round = 0; !stopping; round++) {
       const id = `load-${Deno.pid}-${index}-${round}`;
@@ -75,7 +47,8 @@ async function client(index: number): Promise<void> {
       }
     }
   } catch {
-    // The service went away (the measured denit ended first): this client is done.
+    // The service went away (the measured denit ended first, or the service's runtime aborted
+    // on a client's GOAWAY, denoland/deno#36788, and denit restarts it): this client is done.
     failed++;
   } finally {
     jobs.close();

@@ -8,7 +8,7 @@
 
 import { RUN_FLAGS } from "../src/common/runtime.ts";
 import { renderChart } from "./chart.ts";
-import { jobsBench } from "./jobs.ts";
+import { childPids, jobsBench, statusKiB } from "./jobs.ts";
 import {
   COPY_ROWS,
   EXIT_ROWS,
@@ -154,19 +154,6 @@ function startOverhead(repeats: number): Figures["start"] {
   };
 }
 
-function statusField(pid: number, field: string): number {
-  const text = Deno.readTextFileSync(`/proc/${pid}/status`);
-  return Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? NaN);
-}
-
-function childrenOf(pid: number): string {
-  let all = "";
-  for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
-    all += Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`);
-  }
-  return all.trim();
-}
-
 async function memory(repeats: number): Promise<Figures["memory"]> {
   log(`memory: ${repeats} rounds`);
   const cases: Array<[typeof START_ROWS[number], string[], boolean]> = [
@@ -187,13 +174,13 @@ async function memory(repeats: number): Promise<Figures["memory"]> {
       const child = new Deno.Command(program, { args, stdout: "null", stderr: "null" }).spawn();
       const deadline = Date.now() + 10_000;
       // Sampled once the supervisor's child runs, and after a settle time for lazy start-up work.
-      while (hasChild && childrenOf(child.pid) === "" && Date.now() < deadline) {
+      while (hasChild && childPids(child.pid).length === 0 && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 5));
       }
       await new Promise((r) => setTimeout(r, 300));
-      rss.push(name, statusField(child.pid, "VmRSS"));
-      hwm.push(name, statusField(child.pid, "VmHWM"));
-      anon.push(name, statusField(child.pid, "RssAnon"));
+      rss.push(name, statusKiB(child.pid, "VmRSS"));
+      hwm.push(name, statusKiB(child.pid, "VmHWM"));
+      anon.push(name, statusKiB(child.pid, "RssAnon"));
       pss.push(name, smapsField(child.pid, "Pss"));
       child.kill("SIGTERM");
       await child.status;
@@ -267,7 +254,7 @@ async function cgroupCharge(): Promise<Exclude<Figures["memory"]["cgroup"], unde
       }).spawn();
       children.push(child);
       const deadline = Date.now() + 10_000;
-      while (childrenOf(child.pid) === "" && Date.now() < deadline) {
+      while (childPids(child.pid).length === 0 && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 5));
       }
       await new Promise((r) => setTimeout(r, 500));

@@ -11,9 +11,9 @@
 import type { JobCounts } from "../common/jobs.ts";
 import {
   closeFd,
+  errnoMessage,
   fileSize,
   openSpoolFile,
-  pipeErrnoMessage,
   readSome,
   spliceInto,
   writeAt,
@@ -49,7 +49,7 @@ export class Spool {
   constructor(path: string, keep = false) {
     this.path = path;
     const fd = openSpoolFile(path, keep);
-    if (fd < 0) throw new Error(`Cannot open "${path}": ${pipeErrnoMessage(-fd)}`);
+    if (fd < 0) throw new Error(`Cannot open "${path}": ${errnoMessage(-fd)}`);
     this.#fd = fd;
     this.#at[0] = BigInt(keep ? Math.max(0, fileSize(fd)) : 0);
   }

@@ -5,7 +5,7 @@
  */
 
 import { FILE_ACTIONS_BYTES, O } from "./layout.ts";
-import { closeFd, errno, errnoMessage, libc } from "./symbols.ts";
+import { closeFd, cString, errno, errnoMessage, libc } from "./symbols.ts";
 
 const F_SETFL = 4; // fcntl.h
 const O_TRUNC = 0o1000; // fcntl.h (the same on x86_64 and aarch64)
@@ -17,17 +17,8 @@ const POLL_ENDED = 0x8 | 0x10 | 0x20;
 /** struct pollfd { int fd; short events; short revents; } */
 const POLLFD_BYTES = 8;
 
-/** The C library's message for an errno value. */
-export const pipeErrnoMessage = errnoMessage;
-
-const encoder = new TextEncoder();
-
-function cPath(path: string): Uint8Array<ArrayBuffer> {
-  const bytes = encoder.encode(path);
-  const out = new Uint8Array(bytes.length + 1);
-  out.set(bytes);
-  return out;
-}
+/** close(2) and errno's message, as the rest of the C library's wrappers have them. */
+export { closeFd, errnoMessage };
 
 /** pipe2(O_CLOEXEC): [read end, write end], or -errno. Only what dup2 puts at 1 or 2 is inherited. */
 export function openPipe(): { read: number; write: number } | number {
@@ -35,8 +26,6 @@ export function openPipe(): { read: number; write: number } | number {
   if (libc.pipe2(fds, O.CLOEXEC) !== 0) return -errno();
   return { read: fds[0] ?? -1, write: fds[1] ?? -1 };
 }
-
-export { closeFd };
 
 /** Makes reads from this end return EAGAIN instead of waiting (the pump reads until then). */
 export function setNonBlocking(fd: number): number {
@@ -65,11 +54,11 @@ export function jobFileActions(streams: JobStreams): Uint8Array<ArrayBuffer> {
   const actions = new Uint8Array(FILE_ACTIONS_BYTES);
   libc.posix_spawn_file_actions_init(actions);
   // glibc copies the paths into the actions: they need not outlive these calls.
-  libc.posix_spawn_file_actions_addopen(actions, 0, cPath("/dev/null"), O.RDONLY, 0);
+  libc.posix_spawn_file_actions_addopen(actions, 0, cString("/dev/null"), O.RDONLY, 0);
   libc.posix_spawn_file_actions_adddup2(actions, streams.stdout, 1);
   libc.posix_spawn_file_actions_adddup2(actions, streams.stderr, 2);
   if (streams.workDir !== null) {
-    libc.posix_spawn_file_actions_addchdir_np?.(actions, cPath(streams.workDir));
+    libc.posix_spawn_file_actions_addchdir_np?.(actions, cString(streams.workDir));
   }
   return actions;
 }
@@ -81,7 +70,7 @@ export function jobFileActions(streams: JobStreams): Uint8Array<ArrayBuffer> {
 export function serviceFileActions(controlFd: number, target: number): Uint8Array<ArrayBuffer> {
   const actions = new Uint8Array(FILE_ACTIONS_BYTES);
   libc.posix_spawn_file_actions_init(actions);
-  libc.posix_spawn_file_actions_addopen(actions, 0, cPath("/dev/null"), O.RDONLY, 0);
+  libc.posix_spawn_file_actions_addopen(actions, 0, cString("/dev/null"), O.RDONLY, 0);
   libc.posix_spawn_file_actions_adddup2(actions, controlFd, target);
   return actions;
 }
@@ -119,7 +108,7 @@ export function writeAll(fd: number, buffer: Uint8Array<ArrayBuffer>, length: nu
  */
 export function openSpoolFile(path: string, keep: boolean): number {
   const flags = O.WRONLY | O.CREAT | (keep ? 0 : O_TRUNC) | O.CLOEXEC | O.NOFOLLOW;
-  const fd = libc.open(cPath(path), flags, 0o600);
+  const fd = libc.open(cString(path), flags, 0o600);
   return fd >= 0 ? fd : -errno();
 }
 
