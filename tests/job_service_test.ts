@@ -237,6 +237,43 @@ for (const mode of MODES) {
   });
 }
 
+Deno.test("job service: started by the first connection, which waits for it; started again only when needed", async () => {
+  // Not ready(): that makes the first call.
+  const s = new Service("subreaper", ["-v"]);
+  let stderr = "";
+  try {
+    await s.proc.waitFor(/^up$/);
+    assertEquals(((await Deno.stat(s.socket)).mode ?? 0) & 0o777, 0o600);
+    assertEquals(servicePidOf(s.pid), 0, "a service before any connection");
+    // A raw connection, made while no service runs: it waits in denit's backlog, and the
+    // service it starts answers on it.
+    const raw = await Deno.connect({ transport: "unix", path: s.socket });
+    await waitUntil(() => servicePidOf(s.pid) > 0, "the service started by a connection");
+    await raw.write(encoder.encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"));
+    const frame = new Uint8Array(9);
+    assertEquals(await raw.read(frame), 9, "no HTTP/2 frame from the service");
+    assertEquals(frame[3], 0x4, "the service's first frame is not SETTINGS");
+    raw.close();
+    const first = servicePidOf(s.pid);
+    // Killed while it holds no job: it is started again at the next connection, not before.
+    Deno.kill(first, "SIGKILL");
+    await waitUntil(() => servicePidOf(s.pid) === 0, "the killed service reaped");
+    await new Promise((resolve) => setTimeout(resolve, 500)); // five times the backoff
+    assertEquals(servicePidOf(s.pid), 0, "started again without a connection");
+    await answering(s.socket);
+    const second = servicePidOf(s.pid);
+    assertOk(second > 0 && second !== first, `service ${first} → ${second}`);
+  } finally {
+    stderr = (await s.stop()).stderr;
+  }
+  assertMatch(stderr, /job socket listening; the job service starts at the first connection/);
+  assertMatch(
+    stderr,
+    /the job service was killed by SIGKILL; starting it again at the next connection, 100 ms from now at the earliest/,
+  );
+  assertEquals(stderr.match(/job service started/g)?.length, 2, stderr);
+});
+
 Deno.test("job service: 100,000 connections and 10,000 List calls leave its memory flat", async () => {
   const s = await new Service("subreaper").ready();
   try {
@@ -667,9 +704,10 @@ Deno.test("job service: PID 1's private memory with --jobs-socket within 1 MiB o
     try {
       await proc.waitFor(/^up$/);
       if (args.length > 0) {
+        // The first call starts the service: PID 1 is measured with it running.
         const c = client(`${dir}/jobs.sock`);
-        await waitUntil(() => exists(servicePidOf(proc.child.pid)), "the service");
         await call((cb) => c.List({}, cb));
+        assertOk(exists(servicePidOf(proc.child.pid)), "no service after a call");
         c.close();
       }
       return statusValue(proc.child.pid, "RssAnon");

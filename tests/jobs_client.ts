@@ -180,8 +180,16 @@ export class Service {
     ]);
   }
 
+  /**
+   * The main child runs and the service answers: denit starts the service at the first
+   * connection, which this List call makes.
+   */
   async ready(): Promise<this> {
     await this.proc.waitFor(/^up$/);
+    // A connection of its own, closed after (a shared one would stay open for seconds).
+    const first = client(this.socket, { "grpc.use_local_subchannel_pool": 1 });
+    await call((cb) => first.List({}, cb));
+    first.close();
     return this;
   }
 

@@ -71,3 +71,5 @@ export const DEFAULT_JOBS_SOCKET = "/run/denit/jobs.sock";
 
 /** The descriptor on which the service's process finds its end of the control channel. */
 export const CONTROL_FD = 3;
+/** The descriptor on which it finds the job socket, listening (denit holds it for the run). */
+export const LISTEN_FD = 4;

@@ -1,7 +1,8 @@
 /**
  * `denit job serve`: the job service's process, which denit (--jobs-socket) starts, starts again
  * when it dies, and stops at the end; not a command for people. It serves `denit.jobs.v1.Jobs`
- * (gRPC, @grpc/grpc-js) on the Unix socket, at most MAX_CONNECTIONS connections at once, keeps
+ * (gRPC, @grpc/grpc-js) on the Unix socket that denit holds and hands it, listening, at
+ * descriptor LISTEN_FD; at most MAX_CONNECTIONS connections at once, keeps
  * the job table in the spool directory of this run of denit, and moves the jobs' output there.
  * It never spawns, signals or reaps: it asks denit, over the control channel on descriptor
  * CONTROL_FD, which tells it what became of each job. It ends when denit does.
@@ -12,7 +13,7 @@ import { createServer, type Socket } from "node:net";
 import { type OptionSpec, scanArgs, Settings } from "../common/args.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
-import { CONTROL_FD, type FromJobHost, type ToJobHost } from "../common/jobs.ts";
+import { CONTROL_FD, type FromJobHost, LISTEN_FD, type ToJobHost } from "../common/jobs.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
 import { Channel } from "../sys/channel.ts";
 import { jobsDefinition } from "./proto.ts";
@@ -25,7 +26,7 @@ import {
   type Outlet,
   type RunFields,
 } from "./service.ts";
-import { prepareSocketPath, prepareSpool } from "./paths.ts";
+import { prepareSpool } from "../common/job_paths.ts";
 
 /** Connections at once; beyond them a new one is closed at once (clients retry). */
 export const MAX_CONNECTIONS = 64;
@@ -33,7 +34,6 @@ export const MAX_CONNECTIONS = 64;
 const STREAMS_PER_CONNECTION = 16;
 
 const OPTIONS: readonly OptionSpec[] = [
-  { key: "socket", names: ["--socket"], kind: "value" },
   { key: "spool", names: ["--spool"], kind: "value" },
   { key: "parent", names: ["--parent"], kind: "value" },
   { key: "log-level", names: ["--log-level"], kind: "value" },
@@ -170,14 +170,11 @@ function runDirectory(spool: string, parent: number): string {
 }
 
 /**
- * Accepts connections on the socket itself, at most MAX_CONNECTIONS at once, and hands each to
- * grpc-js (its connection injector): grpc-js alone has no limit on connections.
+ * Accepts connections on the socket denit gave (listening, at LISTEN_FD), at most
+ * MAX_CONNECTIONS at once, and hands each to grpc-js (its connection injector): grpc-js alone
+ * has no limit on connections. A connection that waited while no service ran is accepted now.
  */
-async function listen(
-  server: grpc.Server,
-  socket: string,
-  log: Logger,
-): Promise<void> {
+async function listen(server: grpc.Server, log: Logger): Promise<void> {
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
   let open = 0;
   let refused = 0;
@@ -195,10 +192,8 @@ async function listen(
   });
   await new Promise<void>((resolve, reject) => {
     listener.once("error", reject);
-    listener.listen(socket, () => resolve());
+    listener.listen({ fd: LISTEN_FD }, () => resolve());
   });
-  // Only its owner may connect (connect(2) needs write permission on the socket).
-  await Deno.chmod(socket, 0o600);
 }
 
 /** Runs the service; resolves to its exit code once denit is gone. */
@@ -216,7 +211,6 @@ export async function serveMain(args: readonly string[]): Promise<number> {
   const log = createLogger(level, Deno.pid, format, "denit-jobs");
   const channel = new Channel(CONTROL_FD);
   const send = (message: ToJobHost) => void channel.send(encoder.encode(JSON.stringify(message)));
-  const socket = settings.last("socket")?.value ?? "";
   let service: JobService;
   try {
     const spool = settings.last("spool")?.value ?? "";
@@ -224,7 +218,6 @@ export async function serveMain(args: readonly string[]): Promise<number> {
     prepareSpool(spool);
     const dir = runDirectory(spool, parent);
     prepareSpool(dir);
-    await prepareSocketPath(socket);
     const jobs = new JobService(new Pump(), dir, send);
     service = jobs;
     const server = new grpc.Server({ "grpc.max_concurrent_streams": STREAMS_PER_CONNECTION });
@@ -242,7 +235,7 @@ export async function serveMain(args: readonly string[]): Promise<number> {
       Cancel: unary((request: CancelRequest) => jobs.cancel(request.id, request.graceMs)),
       List: unary((request: ListFields) => jobs.list(request)),
     });
-    await listen(server, socket, log);
+    await listen(server, log);
     send({ type: "listening" });
   } catch (err: unknown) {
     const kind = err instanceof Error ? err.name : "Error";
@@ -261,6 +254,5 @@ export async function serveMain(args: readonly string[]): Promise<number> {
       log.error("cannot take denit's message", { error: String(err) });
     }
   }
-  await Deno.remove(socket).catch(() => {/* gone already: denit removes it too */});
   return 0;
 }

@@ -1,7 +1,10 @@
 /**
  * The supervisor's side of the job service (`--jobs-socket`). The service, gRPC and all, is a
- * process of its own (`denit job serve`: this executable again, in its own process group): denit
- * starts it, starts it again when it dies (with a backoff), never forwards the main child's
+ * process of its own (`denit job serve`: this executable again, in its own process group). denit
+ * holds the socket itself, listening from its start to its end, and starts the service when the
+ * first connection waits (a service nobody uses costs nothing); when the service dies, denit
+ * starts it again after a backoff while it holds jobs, else at the next connection (meanwhile
+ * connections wait in the socket's backlog, none refused). It never forwards the main child's
  * signals to it, and stops it at the end. What only denit may do stays here: it spawns the jobs
  * (so each is denit's child, and its exit status can never be lost, even while the service is
  * down), signals their process groups and reaps them with the one reaper. It keeps a read end of
@@ -15,6 +18,7 @@ import {
   type FromJobHost,
   type JobCounts,
   type JobEnd,
+  LISTEN_FD,
   type ToJobHost,
 } from "../common/jobs.ts";
 import type { Logger } from "../common/log.ts";
@@ -22,6 +26,8 @@ import { RUN_FLAGS } from "../common/runtime.ts";
 import { dirname } from "../common/paths.ts";
 import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { Channel, channelPair } from "../sys/channel.ts";
+import { UnixListener } from "../sys/listener.ts";
+import { prepareSocketPath, prepareSpool } from "../common/job_paths.ts";
 import {
   closeFd,
   destroyFileActions,
@@ -48,7 +54,7 @@ import {
 } from "./command.ts";
 import { findMemoryCgroup, readOomKills } from "./cgroup.ts";
 
-/** The service starts again after this long, doubled at each death up to RESTART_MAX_MS. */
+/** The service starts again no sooner than this, doubled at each death up to RESTART_MAX_MS. */
 const RESTART_FIRST_MS = 100;
 const RESTART_MAX_MS = 5000;
 /** A service that ran this long before it died is started again at once (the backoff resets). */
@@ -132,6 +138,18 @@ export function serviceCommand(): string[] {
   ];
 }
 
+/**
+ * The service's code that is not there, or null: the bundle form keeps it in a bundle beside
+ * denit's own (mod.ts), which a copy of dist/denit.js alone lacks. Checked at denit's start:
+ * the service itself starts only at the first connection.
+ */
+function missingServiceCode(): string | null {
+  const main = new URL(Deno.mainModule).pathname;
+  if (Deno.build.standalone || !main.endsWith(".js")) return null;
+  const bundle = `${dirname(main)}/denit-jobs.js`;
+  return pathExists(bundle) ? null : bundle;
+}
+
 /** The environment of the service's runtime: nothing of the container's steers it. */
 const SERVICE_ENVIRONMENT = [
   "DENO_DIR=/dev/null/denit-no-cache",
@@ -155,7 +173,12 @@ export class JobHost {
   readonly #memory = findMemoryCgroup();
   #oomKillsAtStart: number | null = null;
   #restartDelayMs = RESTART_FIRST_MS;
-  #listening: PromiseWithResolvers<void> | null = null;
+  /** The job socket, held from start() to close(). */
+  #listener: UnixListener | null = null;
+  /** Resolves when the running service ended, with how long to wait before the next start. */
+  #ended: PromiseWithResolvers<number> | null = null;
+  /** A service has said it listens: the next one to say so is a restart. */
+  #listenedOnce = false;
   /** denit is stopping: no new jobs, and the service is not started again. */
   #stopping = false;
   #closed = false;
@@ -169,21 +192,55 @@ export class JobHost {
     return this.#servicePid;
   }
 
-  /** Starts the service; resolves once it listens, rejects with why it cannot. */
+  /**
+   * Makes the socket's directory and the spool, binds the socket and listens (a bad path fails
+   * here, before the child runs); the service's process starts when the first connection waits.
+   */
   async start(): Promise<void> {
-    this.#listening = Promise.withResolvers<void>();
-    await this.#startService();
-    await this.#listening.promise;
+    const { socket, spool } = this.#settings;
+    await prepareSocketPath(socket);
+    prepareSpool(spool);
+    const missing = missingServiceCode();
+    if (missing !== null) throw new Error(`the job service's code is missing: ${missing}`);
+    this.#listener = UnixListener.bind(socket);
+    void this.#keepServing(this.#listener);
   }
 
-  async #startService(): Promise<void> {
+  /**
+   * The service's life: started when a connection waits, or at once while denit holds jobs
+   * (their output and their ends need it); after its death, no sooner than the backoff says.
+   */
+  async #keepServing(listener: UnixListener): Promise<void> {
+    while (!this.#closed) {
+      const needed = this.#jobs.size > 0 && !this.#stopping;
+      if (!needed && !(await listener.connectionWaits())) return;
+      if (this.#closed) return;
+      const ended = Promise.withResolvers<number>();
+      this.#ended = ended;
+      try {
+        await this.#startService(listener.fd);
+      } catch (err: unknown) {
+        this.#settings.log.error("cannot start the job service", { error: String(err) });
+        ended.resolve(RESTART_MAX_MS);
+      }
+      const delay = await ended.promise;
+      if (!this.#closed) await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+
+  async #startService(listenFd: number): Promise<void> {
     const [ours, theirs] = channelPair();
-    const actions = serviceFileActions(theirs, CONTROL_FD);
-    const { socket, spool, logArgs } = this.#settings;
+    let actions: Uint8Array<ArrayBuffer>;
+    try {
+      actions = serviceFileActions([[theirs, CONTROL_FD], [listenFd, LISTEN_FD]]);
+    } catch (err: unknown) {
+      closeFd(ours);
+      closeFd(theirs);
+      throw err;
+    }
+    const { spool, logArgs } = this.#settings;
     const argv = [
       ...serviceCommand(),
-      "--socket",
-      socket,
       "--spool",
       spool,
       "--parent",
@@ -206,15 +263,14 @@ export class JobHost {
     const channel = new Channel(ours);
     if (result.kind === "failed") {
       channel.close();
-      const error = new Error(`cannot start the job service: errno ${result.errno}`);
-      this.#listening?.reject(error);
-      throw error;
+      throw new Error(`errno ${result.errno}`);
     }
     this.#channel = channel;
     this.#servicePid = result.pid;
     this.#serviceStartedAtMs = Date.now();
     this.#oomKillsAtStart = this.#oomKills();
     preferAsOomVictim(result.pid);
+    this.#settings.log.info("job service started", { pid: result.pid });
     void this.#receive(channel);
   }
 
@@ -231,11 +287,6 @@ export class JobHost {
     }
     if (this.#channel === channel) this.#channel = null;
     channel.close();
-    // Before it listened: the start fails (its own message came already, if it had one),
-    // unless the OOM killer ended it: then its reap decides (#serviceEnded), once its memory
-    // is back.
-    if (this.#listening !== null && this.#oomKillsRose()) return;
-    this.#listening?.reject(new Error("the job service ended before it listened"));
   }
 
   #send(message: FromJobHost, fds: readonly number[] = []): void {
@@ -249,7 +300,10 @@ export class JobHost {
       case "listening":
         return await this.#listened();
       case "failed":
-        this.#listening?.reject(Object.assign(new Error(message.message), { name: message.kind }));
+        // It exits next: its reap starts it again (#serviceEnded).
+        this.#settings.log.error("the job service cannot serve", {
+          error: `${message.kind}: ${message.message}`,
+        });
         return;
       case "run":
         return await this.#run(message);
@@ -268,10 +322,9 @@ export class JobHost {
 
   /** The service listens: a restarted one gets every job denit still holds. */
   async #listened(): Promise<void> {
-    const first = this.#listening;
-    this.#listening = null;
-    first?.resolve();
-    if (first !== null) return;
+    const again = this.#listenedOnce;
+    this.#listenedOnce = true;
+    if (!again) return;
     this.#settings.log.info("job service listening again", { pid: this.#servicePid });
     // A spawn the last service asked for finishes first: its job is among those sent.
     while (this.#spawning > 0) await this.#spawned.promise;
@@ -490,31 +543,24 @@ export class JobHost {
     // Killed by the OOM killer: the container is out of memory, and a service started again at
     // once would take back what the process that grows needs (and be killed again).
     const oom = status.kind === "signaled" && status.signo === SIGKILL && this.#oomKillsRose();
-    if (oom) {
-      this.#settings.onOomKill();
-      this.#startLostToOom();
-    }
-    // A first start the channel's end left undecided (an OOM kill was counted, but not this
-    // process's): it failed.
-    this.#listening?.reject(new Error("the job service ended before it listened"));
-    if (this.#stopping || this.#closed || this.#listening !== null) return;
+    if (oom) this.#settings.onOomKill();
     if (ran >= RESTART_RESET_AFTER_MS) this.#restartDelayMs = RESTART_FIRST_MS;
     const delay = oom ? RESTART_MAX_MS : this.#restartDelayMs;
     this.#restartDelayMs = Math.min(delay * 2, RESTART_MAX_MS);
+    this.#ended?.resolve(delay);
+    this.#ended = null;
+    if (this.#stopping || this.#closed) return;
     const how = status.kind === "exited"
       ? `exited with code ${status.code}`
       : oom
       ? "was killed by the kernel's OOM killer"
       : `was killed by ${signalName(status.signo)}`;
-    this.#settings.log.warn(`the job service ${how}; starting it again in ${delay} ms`, {
+    const when = this.#jobs.size > 0
+      ? `in ${delay} ms`
+      : `at the next connection, ${delay} ms from now at the earliest`;
+    this.#settings.log.warn(`the job service ${how}; starting it again ${when}`, {
       jobs: this.#jobs.size,
     });
-    setTimeout(() => {
-      if (this.#stopping || this.#closed || this.#servicePid !== 0) return;
-      this.#startService().catch((err: unknown) => {
-        this.#settings.log.error("cannot start the job service again", { error: String(err) });
-      });
-    }, delay);
   }
 
   #oomKills(): number | null {
@@ -526,22 +572,6 @@ export class JobHost {
     const before = this.#oomKillsAtStart;
     const now = this.#oomKills();
     return before !== null && now !== null && now > before;
-  }
-
-  /**
-   * The first start ended by the OOM killer (and reaped: its memory is back): the container is
-   * short of memory now, which is no reason not to run the child. The start succeeds, and the
-   * service is started again later (#serviceEnded, after the longest backoff).
-   */
-  #startLostToOom(): void {
-    const first = this.#listening;
-    if (first === null) return;
-    this.#listening = null;
-    this.#settings.log.warn(
-      "the job service was killed by the kernel's OOM killer while starting; the child starts " +
-        "without it",
-    );
-    first.resolve();
   }
 
   /** denit is stopping (a stop signal, or the main child ended): no new jobs from now on. */
@@ -559,6 +589,8 @@ export class JobHost {
     if (this.#servicePid !== 0) sendSignal(this.#servicePid, SIGTERM);
     this.#channel?.close();
     this.#channel = null;
+    this.#listener?.close();
+    this.#ended?.resolve(0);
     try {
       Deno.removeSync(this.#settings.socket);
     } catch {

@@ -158,7 +158,7 @@ export async function superviseMain(
   });
   let jobs: JobHost | null = null;
   try {
-    // Listening before the child starts, as the health endpoint: a bad socket fails first.
+    // Listening before the child starts, as the health endpoint: a bad path fails first.
     jobs = await startJobs(config, log, supervisor);
   } catch (err: unknown) {
     // The service's own messages say what is wrong with the path ("exists and is not a socket").
@@ -176,8 +176,8 @@ export async function superviseMain(
 }
 
 /**
- * The job service, a process of its own that denit supervises (jobs.ts): loaded and started
- * only with --jobs-socket. It listens before the child starts, as the health endpoint.
+ * The job service, a process of its own that denit supervises (jobs.ts): loaded only with
+ * --jobs-socket. Its socket listens before the child starts, as the health endpoint does.
  */
 async function startJobs(
   config: Config,
@@ -201,7 +201,9 @@ async function startJobs(
     host.close();
     throw err;
   }
-  log.info("job service listening", { socket: config.jobsSocket, pid: host.servicePid });
+  log.info("job socket listening; the job service starts at the first connection", {
+    socket: config.jobsSocket,
+  });
   return host;
 }
 

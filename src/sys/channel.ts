@@ -6,20 +6,16 @@
  * MAX_MESSAGE_BYTES; the sender keeps to that.
  */
 
-import { CMSG, IOVEC, MSGHDR } from "./layout.ts";
+import { CMSG, IOVEC, MSGHDR, SOCKET } from "./layout.ts";
 import { addressOf, errno, libc } from "./symbols.ts";
 
-const AF_UNIX = 1; // sys/socket.h
-const SOCK_SEQPACKET = 5; // sys/socket.h
-const SOCK_CLOEXEC = 0o2000000; // only the descriptor given to the service's spawn is inherited
-const SOL_SOCKET = 1; // asm-generic/socket.h
+const { AF_UNIX, SEQPACKET: SOCK_SEQPACKET, CLOEXEC: SOCK_CLOEXEC, SOL_SOCKET } = SOCKET;
 const SO_SNDBUF = 7; // asm-generic/socket.h
 const SO_RCVBUF = 8; // asm-generic/socket.h
 const SCM_RIGHTS = 1; // linux/socket.h
 const MSG_NOSIGNAL = 0x4000; // sys/socket.h: a closed peer is EPIPE, not SIGPIPE
 const MSG_CMSG_CLOEXEC = 0x40000000; // sys/socket.h: received descriptors are close-on-exec
 const EINTR = 4;
-const SHUT_RDWR = 2; // sys/socket.h
 
 /** The largest message: it fits the socket buffers of any kernel's defaults (2 x 212992). */
 export const MAX_MESSAGE_BYTES = 192 * 1024;
@@ -152,7 +148,7 @@ export class Channel {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    libc.shutdown(this.#fd, SHUT_RDWR);
+    libc.shutdown(this.#fd, SOCKET.SHUT_RDWR);
     libc.close(this.#fd);
   }
 }

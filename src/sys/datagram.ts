@@ -9,17 +9,11 @@
  * and carry no credentials, hence these few calls.
  */
 
-import { CMSG, IOVEC, MSGHDR, UCRED } from "./layout.ts";
+import { CMSG, IOVEC, MSGHDR, SOCKET, UCRED, unixAddress } from "./layout.ts";
 import { addressOf, errno, libc } from "./symbols.ts";
 
-const AF_UNIX = 1; // sys/socket.h
-const SOCK_DGRAM = 2; // sys/socket.h
-const SOCK_CLOEXEC = 0o2000000; // the child must not inherit the socket
-const SOL_SOCKET = 1; // asm-generic/socket.h
 const SO_PASSCRED = 16; // asm-generic/socket.h
 const SCM_CREDENTIALS = 2; // linux/socket.h
-const SUN_PATH_OFFSET = 2; // struct sockaddr_un { sa_family_t sun_family; char sun_path[108]; }
-const SUN_PATH_BYTES = 108;
 /** sd_notify messages are small; systemd reads at most a few KiB. */
 const MESSAGE_BYTES = 4096;
 
@@ -54,17 +48,13 @@ export class DatagramSocket {
 
   /** Binds the abstract name `name` (without "@"); throws an Error with errno if it cannot. */
   static bindAbstract(name: string): DatagramSocket {
-    const bytes = new TextEncoder().encode(name);
-    if (bytes.length + 1 > SUN_PATH_BYTES) throw new RangeError("socket name too long");
-    const fd = libc.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    const sockaddr = unixAddress(new TextEncoder().encode(name), true);
+    const fd = libc.socket(SOCKET.AF_UNIX, SOCKET.DGRAM | SOCKET.CLOEXEC, 0);
     if (fd < 0) throw new Error(`socket failed: errno ${errno()}`);
-    const sockaddr = new Uint8Array(SUN_PATH_OFFSET + 1 + bytes.length);
-    new DataView(sockaddr.buffer).setUint16(0, AF_UNIX, true);
-    sockaddr.set(bytes, SUN_PATH_OFFSET + 1); // sun_path[0] = 0: the abstract namespace
     const on = new Int32Array([1]);
     for (
       const [call, rc] of [
-        ["setsockopt", () => libc.setsockopt(fd, SOL_SOCKET, SO_PASSCRED, on, 4)],
+        ["setsockopt", () => libc.setsockopt(fd, SOCKET.SOL_SOCKET, SO_PASSCRED, on, 4)],
         ["bind", () => libc.bind(fd, sockaddr, sockaddr.length)],
       ] as const
     ) {
@@ -89,7 +79,7 @@ export class DatagramSocket {
     if (n < 0) return null;
     const text = this.#decoder.decode(this.#data.subarray(0, n));
     const control = new DataView(this.#block.buffer, this.#control.byteOffset, CMSG.ucredSpace);
-    const credentials = control.getInt32(CMSG.level, true) === SOL_SOCKET &&
+    const credentials = control.getInt32(CMSG.level, true) === SOCKET.SOL_SOCKET &&
       control.getInt32(CMSG.type, true) === SCM_CREDENTIALS;
     // No credentials (cannot happen with SO_PASSCRED): pid 0, believed by no one.
     if (!credentials) return { text, pid: 0, uid: -1 };

@@ -112,3 +112,31 @@ export const SYS = Object.freeze({
   setresuid: THIS_ARCH.setresuid,
   setresgid: THIS_ARCH.setresgid,
 });
+
+/** Socket constants (sys/socket.h, asm-generic/socket.h, linux/socket.h): the same on both. */
+export const SOCKET = Object.freeze({
+  AF_UNIX: 1,
+  STREAM: 1,
+  DGRAM: 2,
+  SEQPACKET: 5,
+  /** SOCK_CLOEXEC: only what a spawn's dup2 puts in place is inherited. */
+  CLOEXEC: 0o2000000,
+  SOL_SOCKET: 1,
+  SHUT_RDWR: 2,
+});
+
+/** struct sockaddr_un { sa_family_t sun_family; char sun_path[108]; }: sun_path's offset and size. */
+export const SOCKADDR_UN = Object.freeze({ path: 2, pathBytes: 108 });
+
+/**
+ * A struct sockaddr_un for `name` (its bytes): a path, NUL-terminated, or with `abstract` a name
+ * in the abstract namespace (sun_path[0] = 0, no terminator: the length says where it ends).
+ * Throws a RangeError if it does not fit sun_path.
+ */
+export function unixAddress(name: Uint8Array, abstract: boolean): Uint8Array<ArrayBuffer> {
+  if (name.length + 1 > SOCKADDR_UN.pathBytes) throw new RangeError("socket name too long");
+  const address = new Uint8Array(SOCKADDR_UN.path + 1 + name.length);
+  new DataView(address.buffer).setUint16(0, SOCKET.AF_UNIX, true);
+  address.set(name, SOCKADDR_UN.path + (abstract ? 1 : 0));
+  return address;
+}

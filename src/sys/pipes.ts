@@ -64,14 +64,20 @@ export function jobFileActions(streams: JobStreams): Uint8Array<ArrayBuffer> {
 }
 
 /**
- * posix_spawn file actions for the job service's process: stdin from /dev/null, and its end of
- * the control channel at descriptor `target` (dup2 clears close-on-exec on the copy).
+ * posix_spawn file actions for the job service's process: stdin from /dev/null, and each
+ * [descriptor, target] pair copied to its target (dup2 clears close-on-exec on the copy). The
+ * runtime holds the lowest descriptors after 2 before any script runs, so no descriptor given
+ * is another pair's target (a RangeError if one were: its copy would be overwritten).
  */
-export function serviceFileActions(controlFd: number, target: number): Uint8Array<ArrayBuffer> {
+export function serviceFileActions(
+  pairs: ReadonlyArray<readonly [number, number]>,
+): Uint8Array<ArrayBuffer> {
+  const targets = new Set(pairs.map(([, target]) => target));
+  if (pairs.some(([fd]) => targets.has(fd))) throw new RangeError("a descriptor is a target");
   const actions = new Uint8Array(FILE_ACTIONS_BYTES);
   libc.posix_spawn_file_actions_init(actions);
   libc.posix_spawn_file_actions_addopen(actions, 0, cString("/dev/null"), O.RDONLY, 0);
-  libc.posix_spawn_file_actions_adddup2(actions, controlFd, target);
+  for (const [fd, target] of pairs) libc.posix_spawn_file_actions_adddup2(actions, fd, target);
   return actions;
 }
 

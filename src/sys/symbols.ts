@@ -199,9 +199,10 @@ export const LIBC_SYMBOLS = {
   // -- one thread's credentials
   // long syscall(long number, ...): the raw calls, which change the calling thread only.
   syscall: { parameters: ["i64", "i64", "i64", "i64"], result: "i64" },
-  // -- the sd_notify socket
+  // -- the sd_notify socket and the job socket
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" }, // int domain, type, protocol
   bind: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // fd, const sockaddr *, len
+  listen: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int backlog
   setsockopt: {
     parameters: ["i32", "i32", "i32", "buffer", "u32"], // fd, level, optname, const void *, len
     result: "i32",

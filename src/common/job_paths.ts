@@ -3,7 +3,7 @@
  * missing; a stale socket left by an earlier run is replaced, a live one or another file never.
  */
 
-import { dirname } from "../common/paths.ts";
+import { dirname } from "./paths.ts";
 
 /** Creates `dir` (and missing parents) with mode 0700; fails if it is not a directory. */
 export function prepareSpool(dir: string): void {

@@ -1,0 +1,66 @@
+/**
+ * The job socket (`--jobs-socket`), which denit holds for its whole run: a listening Unix stream
+ * socket, bound and made 0600 by denit before anyone can connect, and handed to every job
+ * service it starts (at a fixed descriptor). A connection made while no service runs waits in
+ * the socket's backlog, never refused; denit waits for the first one to start the service.
+ */
+
+import { SOCKET, unixAddress } from "./layout.ts";
+import { closeFd, errno, errnoMessage, libc } from "./symbols.ts";
+import { pollReadable } from "./pipes.ts";
+
+/** Connections that may wait to be accepted (Node's default for a server). */
+const BACKLOG = 511;
+
+/** A bound, listening Unix stream socket. */
+export class UnixListener {
+  readonly fd: number;
+  #closed = false;
+
+  private constructor(fd: number) {
+    this.fd = fd;
+  }
+
+  /**
+   * Binds `path` (made free by common/job_paths.ts), makes it 0600 (connect(2) needs write permission on
+   * the socket: only its owner may), then listens. Throws an Error that says which call failed.
+   */
+  static bind(path: string): UnixListener {
+    const address = unixAddress(new TextEncoder().encode(path), false);
+    const fd = libc.socket(SOCKET.AF_UNIX, SOCKET.STREAM | SOCKET.CLOEXEC, 0);
+    if (fd < 0) throw new Error(`socket: ${errnoMessage(errno())}`);
+    try {
+      if (libc.bind(fd, address, address.length) !== 0) {
+        throw new Error(`bind: ${errnoMessage(errno())}`);
+      }
+      // Before listen: until then a connect is refused, so nobody connects under another mode.
+      Deno.chmodSync(path, 0o600);
+      if (libc.listen(fd, BACKLOG) !== 0) throw new Error(`listen: ${errnoMessage(errno())}`);
+    } catch (err: unknown) {
+      closeFd(fd);
+      throw err;
+    }
+    return new UnixListener(fd);
+  }
+
+  /**
+   * Resolves once a connection waits to be accepted: true; false once the socket is closed.
+   * Waits on a thread of the runtime, not this one.
+   */
+  async connectionWaits(): Promise<boolean> {
+    while (!this.#closed) {
+      const [ready = false] = await pollReadable([this.fd], -1);
+      if (this.#closed) return false;
+      if (ready) return true;
+    }
+    return false;
+  }
+
+  /** Closes the socket: a wait under way ends with false (shutdown(2) wakes it first). */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    libc.shutdown(this.fd, SOCKET.SHUT_RDWR);
+    closeFd(this.fd);
+  }
+}
