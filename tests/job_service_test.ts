@@ -727,3 +727,34 @@ Deno.test("job service: PID 1's private memory with --jobs-socket within 1 MiB o
   const delta = median(withJobs) - median(without);
   assertOk(delta < 1024, `RssAnon ${median(withJobs)} KiB with jobs, ${median(without)} without`);
 });
+
+Deno.test("the job socket: bound 0600, a connection that waits is seen, and close ends a wait", async () => {
+  const { UnixListener } = await import("../src/sys/listener.ts");
+  const dir = await Deno.makeTempDir({ prefix: "denit-listener-" });
+  const listener = UnixListener.bind(`${dir}/s.sock`);
+  try {
+    assertEquals(((await Deno.stat(`${dir}/s.sock`)).mode ?? 0) & 0o777, 0o600);
+    const connection = await Deno.connect({ transport: "unix", path: `${dir}/s.sock` });
+    assertEquals(await listener.connectionWaits(), true);
+    connection.close();
+    const other = UnixListener.bind(`${dir}/t.sock`);
+    const waiting = other.connectionWaits();
+    other.close();
+    let bound: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<string>((resolve) => {
+      bound = setTimeout(() => resolve("still waiting after 5 s"), 5000);
+    });
+    assertEquals(await Promise.race([waiting, late]), false);
+    clearTimeout(bound);
+    let refused = "";
+    try {
+      UnixListener.bind(`${dir}/s.sock`);
+    } catch (err: unknown) {
+      refused = String(err);
+    }
+    assertMatch(refused, /bind: Address already in use/);
+  } finally {
+    listener.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -230,9 +230,9 @@ export class JobHost {
 
   async #startService(listenFd: number): Promise<void> {
     const [ours, theirs] = channelPair();
-    let actions: Uint8Array<ArrayBuffer>;
+    let setup: ReturnType<typeof serviceFileActions>;
     try {
-      actions = serviceFileActions([[theirs, CONTROL_FD], [listenFd, LISTEN_FD]]);
+      setup = serviceFileActions([[theirs, CONTROL_FD], [listenFd, LISTEN_FD]]);
     } catch (err: unknown) {
       closeFd(ours);
       closeFd(theirs);
@@ -253,11 +253,11 @@ export class JobHost {
         path: encoder.encode(argv[0]),
         argv: argv.map((word) => encoder.encode(word)),
         env: SERVICE_ENVIRONMENT.map((entry) => encoder.encode(entry)),
-        fileActions: actions,
+        fileActions: setup.actions,
         blocked: [SIGUSR1],
       });
     } finally {
-      destroyFileActions(actions);
+      setup.release();
       closeFd(theirs);
     }
     const channel = new Channel(ours);

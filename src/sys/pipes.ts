@@ -8,6 +8,7 @@ import { FILE_ACTIONS_BYTES, O } from "./layout.ts";
 import { closeFd, cString, errno, errnoMessage, libc } from "./symbols.ts";
 
 const F_SETFL = 4; // fcntl.h
+const F_DUPFD_CLOEXEC = 1030; // fcntl.h
 const O_TRUNC = 0o1000; // fcntl.h (the same on x86_64 and aarch64)
 const SEEK_SET = 0; // unistd.h
 const SEEK_END = 2; // unistd.h
@@ -65,20 +66,38 @@ export function jobFileActions(streams: JobStreams): Uint8Array<ArrayBuffer> {
 
 /**
  * posix_spawn file actions for the job service's process: stdin from /dev/null, and each
- * [descriptor, target] pair copied to its target (dup2 clears close-on-exec on the copy). The
- * runtime holds the lowest descriptors after 2 before any script runs, so no descriptor given
- * is another pair's target (a RangeError if one were: its copy would be overwritten).
+ * [descriptor, target] pair copied to its target (dup2 clears close-on-exec on the copy). A
+ * descriptor that is itself a target (a runtime started by denit's launcher leaves 3 and 4 free)
+ * is first copied above every target, so that no copy overwrites another's source; `release`
+ * frees those copies and the actions once the spawn is done.
  */
 export function serviceFileActions(
   pairs: ReadonlyArray<readonly [number, number]>,
-): Uint8Array<ArrayBuffer> {
-  const targets = new Set(pairs.map(([, target]) => target));
-  if (pairs.some(([fd]) => targets.has(fd))) throw new RangeError("a descriptor is a target");
+): { actions: Uint8Array<ArrayBuffer>; release: () => void } {
+  const targets = pairs.map(([, target]) => target);
+  const above = Math.max(...targets) + 1;
+  const copies: number[] = [];
   const actions = new Uint8Array(FILE_ACTIONS_BYTES);
   libc.posix_spawn_file_actions_init(actions);
+  const release = () => {
+    libc.posix_spawn_file_actions_destroy(actions);
+    copies.forEach(closeFd);
+  };
   libc.posix_spawn_file_actions_addopen(actions, 0, cString("/dev/null"), O.RDONLY, 0);
-  for (const [fd, target] of pairs) libc.posix_spawn_file_actions_adddup2(actions, fd, target);
-  return actions;
+  for (const [fd, target] of pairs) {
+    let source = fd;
+    if (targets.includes(fd)) {
+      source = libc.fcntl(fd, F_DUPFD_CLOEXEC, above);
+      if (source < 0) {
+        const code = errno();
+        release();
+        throw new Error(`fcntl(F_DUPFD_CLOEXEC): ${errnoMessage(code)}`);
+      }
+      copies.push(source);
+    }
+    libc.posix_spawn_file_actions_adddup2(actions, source, target);
+  }
+  return { actions, release };
 }
 
 /** posix_spawn_file_actions_destroy(3). */
