@@ -370,7 +370,8 @@ const FEATURE_OPTIONS: Record<Feature, string> = {
   health: "--health-addr 127.0.0.1:0",
   user: "--user 65534:65534",
   timers: "--timeout 1h --grace 5s --shutdown-delay 1s",
-  jobs: "--jobs-socket S --jobs-spool D (starts the service's process and waits until it listens)",
+  jobs:
+    "--jobs-socket S --jobs-spool D (binds the socket; the service's process starts at the first connection)",
 };
 
 function dockerSection(d: Figures["docker"]): string[] {
