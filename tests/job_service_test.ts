@@ -758,3 +758,33 @@ Deno.test("the job socket: bound 0600, a connection that waits is seen, and clos
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+/** The nice value of every thread of `pid` (proc(5) stat field 19). */
+function nices(pid: number): number[] {
+  const values: number[] = [];
+  for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/stat`);
+      values.push(Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
+    } catch {
+      // The thread ended while we looked.
+    }
+  }
+  return values;
+}
+
+Deno.test("job service: every thread of the service runs at nice 10; denit and the jobs keep theirs", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const service = servicePidOf(s.pid);
+    const threads = nices(service);
+    assertOk(threads.length > 1, `${threads.length} threads`);
+    assertEquals(new Set(threads), new Set([10]));
+    assertEquals(new Set(nices(s.pid)), new Set([0]));
+    const job = await call<Job>((cb) => s.client.Run({ id: "nice", argv: ["sleep", "60"] }, cb));
+    assertEquals(nices(s.host(job.pid)), [0]);
+    await call((cb) => s.client.Cancel({ id: "nice", graceMs: 100 }, cb));
+  } finally {
+    await s.stop();
+  }
+});

@@ -19,6 +19,7 @@ const POSIX_SPAWN_SETSIGDEF = 0x04; // spawn.h
 const POSIX_SPAWN_SETSIGMASK = 0x08; // spawn.h
 const PR_SET_PDEATHSIG = 1; // linux/prctl.h
 const PR_SET_CHILD_SUBREAPER = 36; // linux/prctl.h
+const PRIO_PROCESS = 0; // sys/resource.h
 const PR_GET_CHILD_SUBREAPER = 37; // linux/prctl.h
 const SIG_DFL = 0n; // bits/signum-generic.h: ((__sighandler_t) 0)
 const SIG_IGN = 1n; // bits/signum-generic.h: ((__sighandler_t) 1)
@@ -111,6 +112,26 @@ export function hasTerminated(pid: number): boolean {
 /** kill(2): pid > 0 one process, pid < -1 a process group, -1 every process we may signal. */
 export function sendSignal(pid: number, signo: number): CallResult {
   return checked(libc.kill(pid, signo));
+}
+
+/**
+ * setpriority(PRIO_PROCESS) for every thread of `pid` (on Linux a thread's nice value is its
+ * own; threads it starts later inherit it). Threads that end meanwhile are skipped; returns how
+ * many threads were changed.
+ */
+export function setNice(pid: number, nice: number): number {
+  let changed = 0;
+  let tasks: Deno.DirEntry[];
+  try {
+    tasks = [...Deno.readDirSync(`/proc/${pid}/task`)];
+  } catch {
+    // No /proc, or the process is gone: its main thread alone (the pid is its thread id).
+    tasks = [{ name: String(pid), isFile: false, isDirectory: true, isSymlink: false }];
+  }
+  for (const task of tasks) {
+    if (libc.setpriority(PRIO_PROCESS, Number(task.name), nice) === 0) changed++;
+  }
+  return changed;
 }
 
 /** prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned descendants are reparented to this process. */
