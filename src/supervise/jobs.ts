@@ -312,7 +312,7 @@ export class JobHost {
       case "listening":
         return await this.#listened();
       case "failed":
-        // It exits next: its reap starts it again (#serviceEnded).
+        // It exits next: its reap sets when it may start again (#serviceEnded).
         this.#settings.log.error("the job service cannot serve", {
           error: `${message.kind}: ${message.message}`,
         });

@@ -22,8 +22,9 @@ export class UnixListener {
   }
 
   /**
-   * Binds `path` (made free by common/job_paths.ts), makes it 0600 (connect(2) needs write permission on
-   * the socket: only its owner may), then listens. Throws an Error that says which call failed.
+   * Binds `path` (made free by common/job_paths.ts), makes it 0600 (connect(2) needs write
+   * permission on the socket: only its owner may), then listens. Throws an Error that says which
+   * call failed.
    */
   static bind(path: string): UnixListener {
     const address = unixAddress(new TextEncoder().encode(path), false);

@@ -120,18 +120,13 @@ export function sendSignal(pid: number, signo: number): CallResult {
  * many threads were changed.
  */
 export function setNice(pid: number, nice: number): number {
-  let changed = 0;
-  let tasks: Deno.DirEntry[];
+  let threads = [pid]; // without /proc: its main thread alone (the pid is its thread id)
   try {
-    tasks = [...Deno.readDirSync(`/proc/${pid}/task`)];
+    threads = [...Deno.readDirSync(`/proc/${pid}/task`)].map((task) => Number(task.name));
   } catch {
-    // No /proc, or the process is gone: its main thread alone (the pid is its thread id).
-    tasks = [{ name: String(pid), isFile: false, isDirectory: true, isSymlink: false }];
+    // No /proc, or the process is gone.
   }
-  for (const task of tasks) {
-    if (libc.setpriority(PRIO_PROCESS, Number(task.name), nice) === 0) changed++;
-  }
-  return changed;
+  return threads.filter((tid) => libc.setpriority(PRIO_PROCESS, tid, nice) === 0).length;
 }
 
 /** prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned descendants are reparented to this process. */

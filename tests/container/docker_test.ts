@@ -57,6 +57,11 @@ function under(init: boolean, image: string, child: readonly string[]): string[]
   return init ? ["--init", "--entrypoint", program, image, ...rest] : [image, ...child];
 }
 
+/** `docker run` of a detached container named `name`, without a network: the image follows. */
+function detached(name: string): string[] {
+  return ["run", "-d", "--name", name, "--network", "none"];
+}
+
 const SUPERVISORS = [["denit", false], ["docker run --init", true]] as const;
 
 dockerTest("exit codes and 128+N pass through, as under --init", async () => {
@@ -86,12 +91,7 @@ dockerTest(
         const name = containerName("stop");
         try {
           await must("docker", [
-            "run",
-            "-d",
-            "--name",
-            name,
-            "--network",
-            "none",
+            ...detached(name),
             ...under(init, TEST_IMAGE, sleeper),
           ]);
           const started = performance.now();
@@ -116,12 +116,7 @@ dockerTest(
       const name = containerName("grace");
       try {
         await must("docker", [
-          "run",
-          "-d",
-          "--name",
-          name,
-          "--network",
-          "none",
+          ...detached(name),
           "-e",
           "DENIT_GRACE=1s",
           ...under(init, TEST_IMAGE, [...CHILD, "ignore-term"]),
@@ -148,12 +143,7 @@ dockerTest(
       const name = containerName("kill");
       try {
         await must("docker", [
-          "run",
-          "-d",
-          "--name",
-          name,
-          "--network",
-          "none",
+          ...detached(name),
           ...under(init, TEST_IMAGE, [...ECHO, "SIGUSR2", "0"]),
         ]);
         await logsMatch("docker", name, /^ready /m);
@@ -250,12 +240,7 @@ dockerTest(
       const name = containerName("oom");
       try {
         await must("docker", [
-          "run",
-          "-d",
-          "--name",
-          name,
-          "--network",
-          "none",
+          ...detached(name),
           "--memory",
           "64m",
           "--memory-swap",
@@ -338,12 +323,7 @@ dockerTest(
     let c: JobsClient | null = null;
     try {
       await must("docker", [
-        "run",
-        "-d",
-        "--name",
-        name,
-        "--network",
-        "none",
+        ...detached(name),
         "-e",
         "DENIT_JOBS_SOCKET=/run/denit/jobs.sock",
         TEST_IMAGE,
@@ -452,12 +432,7 @@ dockerTest(
       `CMD ["/denit", "probe", "--path", "/readyz"]\n`;
     await withHealthImage("health", healthcheck, async (image, name) => {
       await must("docker", [
-        "run",
-        "-d",
-        "--name",
-        name,
-        "--network",
-        "none",
+        ...detached(name),
         "--stop-signal",
         "USR1",
         "-e",
@@ -490,7 +465,7 @@ dockerTest(
     const healthcheck = `HEALTHCHECK --interval=300ms --timeout=5s --retries=2 ` +
       `CMD ["/denit", "probe", "--timeout", "1s"]\n`;
     await withHealthImage("nohealth", healthcheck, async (image, name) => {
-      await must("docker", ["run", "-d", "--name", name, "--network", "none", image, ...ECHO]);
+      await must("docker", [...detached(name), image, ...ECHO]);
       const output = await healthIs(name, "unhealthy");
       assertMatch(output, /^denit probe: http:\/\/127\.0\.0\.1:7623\/healthz: connection refused/);
     });
