@@ -279,8 +279,8 @@ export class JobHost {
     this.#serviceStartedAtMs = Date.now();
     this.#oomKillsAtStart = this.#oomKills();
     preferAsOomVictim(result.pid);
-    // posix_spawn returns once the service's process has exec'd, milliseconds before its
-    // runtime starts another thread: they all inherit this (a test reads every thread's).
+    // Now, for the threads its runtime starts from its first one; again once it listens, for
+    // those started before this (the spawn's answer reaches this thread a turn later).
     setNice(result.pid, SERVICE_NICE);
     this.#settings.log.info("job service started", { pid: result.pid });
     void this.#receive(channel);
@@ -334,6 +334,7 @@ export class JobHost {
 
   /** The service listens: a restarted one gets every job denit still holds. */
   async #listened(): Promise<void> {
+    setNice(this.#servicePid, SERVICE_NICE);
     const again = this.#listenedOnce;
     this.#listenedOnce = true;
     if (!again) return;
