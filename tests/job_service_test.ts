@@ -758,38 +758,3 @@ Deno.test("the job socket: bound 0600, a connection that waits is seen, and clos
     await Deno.remove(dir, { recursive: true });
   }
 });
-
-/** The nice value of every thread of `pid` (proc(5) stat field 19). */
-function nices(pid: number): number[] {
-  const values: number[] = [];
-  for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/stat`);
-      values.push(Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
-    } catch {
-      // The thread ended while we looked.
-    }
-  }
-  return values;
-}
-
-Deno.test("job service: every thread of the service runs at nice 10; denit and the jobs keep theirs", async () => {
-  const s = await new Service("subreaper").ready();
-  try {
-    const service = servicePidOf(s.pid);
-    // denit sets it at the spawn and again once the service says it listens (a message that
-    // may reach denit after the service answered ready()'s call).
-    await waitUntil(
-      () => nices(service).every((nice) => nice === 10),
-      "every thread of the service at nice 10",
-      5000,
-    );
-    assertOk(nices(service).length > 1, "one thread only");
-    assertEquals(new Set(nices(s.pid)), new Set([0]));
-    const job = await call<Job>((cb) => s.client.Run({ id: "nice", argv: ["sleep", "60"] }, cb));
-    assertEquals(nices(s.host(job.pid)), [0]);
-    await call((cb) => s.client.Cancel({ id: "nice", graceMs: 100 }, cb));
-  } finally {
-    await s.stop();
-  }
-});

@@ -42,7 +42,6 @@ import {
   hasTerminated,
   pathExists,
   sendSignal,
-  setNice,
   spawnAsync,
   type SpawnResult,
 } from "../sys/process.ts";
@@ -114,14 +113,6 @@ function preferAsOomVictim(pid: number): void {
     // A read-only /proc, or the service already gone: the kernel's default choice stands.
   }
 }
-
-/**
- * The service's nice value: on cores its clients saturate, denit's own threads (a signal for the
- * main child) run before it. Measured with 50 clients running and streaming jobs: signals to the
- * main child p99 2.4-3.1 ms at 10 or 19, 4.9-5.8 ms at 0 (bench/NOTES.md). The jobs keep
- * denit's own value: denit spawns them, not the service.
- */
-const SERVICE_NICE = 10;
 
 /** The command that starts the service: this executable again, `job serve`. */
 export function serviceCommand(): string[] {
@@ -279,9 +270,6 @@ export class JobHost {
     this.#serviceStartedAtMs = Date.now();
     this.#oomKillsAtStart = this.#oomKills();
     preferAsOomVictim(result.pid);
-    // Now, for the threads its runtime starts from its first one; again once it listens, for
-    // those started before this (the spawn's answer reaches this thread a turn later).
-    setNice(result.pid, SERVICE_NICE);
     this.#settings.log.info("job service started", { pid: result.pid });
     void this.#receive(channel);
   }
@@ -334,7 +322,6 @@ export class JobHost {
 
   /** The service listens: a restarted one gets every job denit still holds. */
   async #listened(): Promise<void> {
-    setNice(this.#servicePid, SERVICE_NICE);
     const again = this.#listenedOnce;
     this.#listenedOnce = true;
     if (!again) return;

@@ -19,7 +19,6 @@ const POSIX_SPAWN_SETSIGDEF = 0x04; // spawn.h
 const POSIX_SPAWN_SETSIGMASK = 0x08; // spawn.h
 const PR_SET_PDEATHSIG = 1; // linux/prctl.h
 const PR_SET_CHILD_SUBREAPER = 36; // linux/prctl.h
-const PRIO_PROCESS = 0; // sys/resource.h
 const PR_GET_CHILD_SUBREAPER = 37; // linux/prctl.h
 const SIG_DFL = 0n; // bits/signum-generic.h: ((__sighandler_t) 0)
 const SIG_IGN = 1n; // bits/signum-generic.h: ((__sighandler_t) 1)
@@ -112,21 +111,6 @@ export function hasTerminated(pid: number): boolean {
 /** kill(2): pid > 0 one process, pid < -1 a process group, -1 every process we may signal. */
 export function sendSignal(pid: number, signo: number): CallResult {
   return checked(libc.kill(pid, signo));
-}
-
-/**
- * setpriority(PRIO_PROCESS) for every thread of `pid` (on Linux a thread's nice value is its
- * own; threads it starts later inherit it). Threads that end meanwhile are skipped; returns how
- * many threads were changed.
- */
-export function setNice(pid: number, nice: number): number {
-  let threads = [pid]; // without /proc: its main thread alone (the pid is its thread id)
-  try {
-    threads = [...Deno.readDirSync(`/proc/${pid}/task`)].map((task) => Number(task.name));
-  } catch {
-    // No /proc, or the process is gone.
-  }
-  return threads.filter((tid) => libc.setpriority(PRIO_PROCESS, tid, nice) === 0).length;
 }
 
 /** prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned descendants are reparented to this process. */

@@ -196,8 +196,6 @@ export const LIBC_SYMBOLS = {
   // unsigned int flags): a pipe's bytes into a file, inside the kernel, never half done.
   splice: { parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"], result: "isize" },
   malloc_trim: { parameters: ["usize"], result: "i32" }, // size_t pad
-  // int setpriority(int which, id_t who, int prio): with PRIO_PROCESS, one thread (Linux).
-  setpriority: { parameters: ["i32", "u32", "i32"], result: "i32" },
   // -- one thread's credentials
   // long syscall(long number, ...): the raw calls, which change the calling thread only.
   syscall: { parameters: ["i64", "i64", "i64", "i64"], result: "i64" },
