@@ -77,6 +77,10 @@ export interface Figures {
     tiniMedianUs: number;
     tiniP99Us: number;
     tiniMaxUs: number;
+    /** A bare Deno forwarder (floor_forward.js) under the same load (absent before). */
+    floorMedianUs?: number;
+    floorP99Us?: number;
+    floorMaxUs?: number;
   };
   /** `docker run --rm IMG /bin/true` with denit as entrypoint and under --init; null: no Docker. */
   docker?: { runs: number; denitMs: number; initMs: number } | null;
@@ -290,7 +294,13 @@ function verdicts(f: Figures): Verdict[] {
           fixed(js.denitP99Us)
         } µs, max ${fixed(js.denitMaxUs)} µs; tini ${fixed(js.tiniMedianUs)} / ${
           fixed(js.tiniP99Us)
-        } / ${fixed(js.tiniMaxUs)} µs; ${js.denitLost} lost; ${js.jobsRun} jobs run meanwhile`,
+        } / ${fixed(js.tiniMaxUs)} µs; ${
+          js.floorP99Us === undefined
+            ? ""
+            : `Deno floor (a bare signal-listener forwarder) ${fixed(js.floorMedianUs ?? NaN)} / ${
+              fixed(js.floorP99Us)
+            } / ${fixed(js.floorMaxUs ?? NaN)} µs; `
+        }${js.denitLost} lost; ${js.jobsRun} jobs run meanwhile`,
         met: js.denitP99Us <= js.tiniP99Us + 1000 && js.denitLost === 0,
       });
     }

@@ -738,9 +738,10 @@ const LOAD_CLIENTS = 50;
 
 /**
  * Signal forwarding while 50 clients Run jobs and stream their output at full speed: denit
- * forwarding to its main child while it is the PID 1 of that job service, and tini beside the
- * same load (aimed at another denit: tini has no job service). The load starts before the
- * signals, which wait for it (PROBE_SETTLE_MS).
+ * forwarding to its main child while it is the PID 1 of that job service, and beside the same
+ * load (aimed at another denit) tini and the Deno floor (floor_forward.js: what the runtime's
+ * own signal path costs under that load, with no job service in the process). The load starts
+ * before the signals, which wait for it (PROBE_SETTLE_MS).
  */
 async function jobsSignals(
   count: number,
@@ -756,11 +757,18 @@ async function jobsSignals(
     "--jobs-spool",
     `${dir}/${name}-spool`,
   ];
-  const runs: Record<"denit" | "tini", Array<Record<string, number>>> = { denit: [], tini: [] };
+  type Runner = "denit" | "tini" | "floor";
+  const runs: Record<Runner, Array<Record<string, number>>> = { denit: [], tini: [], floor: [] };
+  // tini and the Deno floor (floor_forward.js: a bare Deno.addSignalListener forwarder) have no
+  // job service: the same load is aimed at another denit beside them.
+  const beside: Record<Exclude<Runner, "denit">, string[]> = {
+    tini: ["tini", "-s", "--"],
+    floor: [DENO, ...RUN, `${HERE}floor_forward.js`, "--"],
+  };
   let rounds = 0;
   try {
     for (let round = 0; round < repeats; round++) {
-      for (const name of shuffled(["denit", "tini"] as const)) {
+      for (const name of shuffled(["denit", "tini", "floor"] as const)) {
         const tag = `${name}-${round}`;
         if (name === "denit") {
           const measured = new Deno.Command(PROBE, {
@@ -782,22 +790,22 @@ async function jobsSignals(
           const load = await startLoad(`${dir}/${tag}.sock`);
           const out = new TextDecoder().decode(
             (await new Deno.Command(PROBE, {
-              args: ["siglat", String(count), "tini", "-s", "--"],
+              args: ["siglat", String(count), ...beside[name]],
               stdout: "piped",
             }).output()).stdout,
           ).trim();
           rounds += (await stopLoad(load)).rounds;
           target.kill("SIGTERM");
           await target.status;
-          runs.tini.push(JSON.parse(out));
+          runs[name].push(JSON.parse(out));
         }
       }
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
-  const of = (name: "denit" | "tini", key: string) => median(runs[name].map((r) => r[key] ?? NaN));
-  const most = (name: "denit" | "tini") => Math.max(...runs[name].map((r) => r.max_us ?? NaN));
+  const of = (name: Runner, key: string) => median(runs[name].map((r) => r[key] ?? NaN));
+  const most = (name: Runner) => Math.max(...runs[name].map((r) => r.max_us ?? NaN));
   return {
     clients: LOAD_CLIENTS,
     jobsRun: rounds,
@@ -808,6 +816,9 @@ async function jobsSignals(
     tiniMedianUs: of("tini", "median_us"),
     tiniP99Us: of("tini", "p99_us"),
     tiniMaxUs: most("tini"),
+    floorMedianUs: of("floor", "median_us"),
+    floorP99Us: of("floor", "p99_us"),
+    floorMaxUs: most("floor"),
   };
 }
 
