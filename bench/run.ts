@@ -46,6 +46,8 @@ const AS_PID1: Record<Supervisor, string[]> = {
 const FLOOR_SPAWN = [DENO, ...RUN, `${HERE}floor_spawn.js`];
 const FLOOR_EMPTY = [DENO, ...RUN, `${HERE}floor_empty.js`];
 const FLOOR_FFI = [DENO, ...RUN, `${HERE}floor_ffi.js`];
+/** A bare Deno.addSignalListener forwarder, up to and including its "--". */
+const FLOOR_FORWARD = [DENO, ...RUN, `${HERE}floor_forward.js`, "--"];
 
 /** Collected samples by row. */
 class Samples<K extends string> {
@@ -422,12 +424,7 @@ function signals(count: number): Figures["signals"] {
   log(`signal forwarding: ${count} signals per supervisor`);
   const argv = recordOf(
     SIGNAL_ROWS,
-    (name) =>
-      name === "direct"
-        ? ["--"]
-        : name === "floor"
-        ? [DENO, ...RUN, `${HERE}floor_forward.js`, "--"]
-        : SUPERVISORS[name],
+    (name) => name === "direct" ? ["--"] : name === "floor" ? FLOOR_FORWARD : SUPERVISORS[name],
   );
   const measured = new Map<string, Record<string, number>>();
   for (const name of shuffled(SIGNAL_ROWS)) {
@@ -759,11 +756,10 @@ async function jobsSignals(
   ];
   type Runner = "denit" | "tini" | "floor";
   const runs: Record<Runner, Array<Record<string, number>>> = { denit: [], tini: [], floor: [] };
-  // tini and the Deno floor (floor_forward.js: a bare Deno.addSignalListener forwarder) have no
-  // job service: the same load is aimed at another denit beside them.
+  // tini and the Deno floor have no job service: the same load is aimed at another denit.
   const beside: Record<Exclude<Runner, "denit">, string[]> = {
-    tini: ["tini", "-s", "--"],
-    floor: [DENO, ...RUN, `${HERE}floor_forward.js`, "--"],
+    tini: SUPERVISORS.tini,
+    floor: FLOOR_FORWARD,
   };
   let rounds = 0;
   try {
