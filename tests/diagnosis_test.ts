@@ -305,7 +305,15 @@ Deno.test("the job service is the OOM killer's first pick: oom_score_adj 1000, d
       return children.length;
     };
     await waitUntil(() => childrenOfDenit() === 2, "the service beside the child");
-    const adjs = await Promise.all(children.map((child) => procNumber(child, "oom_score_adj")));
+    // The spawn's answer reaches denit's JS thread a turn after the service exists, and denit
+    // writes its value then: waited for, bounded.
+    let adjs: number[] = [];
+    await waitUntil(() => {
+      adjs = children.map((child) =>
+        Number(Deno.readTextFileSync(`/proc/${child}/oom_score_adj`).trim())
+      );
+      return adjs.includes(1000);
+    }, "the service's oom_score_adj");
     // The service and the main child: 1000 for the one, denit's own (0) for the other.
     assertEquals(adjs.sort((a, b) => a - b), [0, 1000]);
     assertEquals(await procNumber(pid, "oom_score_adj"), 0);
