@@ -25,7 +25,7 @@ RUN case "$(uname -m)" in aarch64) arch=arm64 ;; *) arch=x64 ;; esac \
       "deno@${DENO_VERSION}" "@deno/linux-${arch}-glibc@${DENO_VERSION}" \
  && cp "/opt/deno/node_modules/@deno/linux-${arch}-glibc/deno" /usr/local/bin/deno \
  && deno --version
-COPY deno.json deno.lock mod.ts init.ts ./
+COPY deno.json deno.lock mod.ts init.ts features.ts ./
 COPY src ./src
 COPY bin/permissions ./bin/permissions
 # deno compile keeps the build environment's OpenTelemetry setting in the binary: none here.
@@ -39,7 +39,7 @@ RUN for name in $(env | sed -n 's/^\(OTEL_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$
         *) echo "denit: no build for TARGETARCH=${arch}: use linux/amd64 or linux/arm64" >&2; exit 1 ;; \
       esac; \
     fi \
- && deno compile $(cat bin/permissions) --no-check --frozen --target "$target" --include src/jobs/entry.ts --output /out/denit mod.ts
+ && deno compile $(cat bin/permissions) --no-check --frozen --target "$target" --include features.ts --include src/jobs/entry.ts --output /out/denit mod.ts
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/denit /denit

@@ -14,7 +14,7 @@ export DENO_DIR := $(DENO_HOME)/cache
 export DENO_NO_UPDATE_CHECK := 1
 # The permissions of the compiled binary and of bin/denit (one list, read by both).
 PERMS := $(shell cat bin/permissions)
-SOURCES := $(shell find mod.ts init.ts src -name '*.ts')
+SOURCES := $(shell find mod.ts init.ts features.ts src -name '*.ts')
 
 .PHONY: setup bundle compile demo test test-compiled fmt lint check unit clean rootfs bench image
 # The denit the process-level tests run: unset for the bundle on the project's runtime, or an
@@ -46,7 +46,7 @@ $(DENO):
 $(DENO_JOBS):
 	$(call runtime,$(DENO_JOBS_VERSION),$(DENO_JOBS))
 
-bundle: dist/denit.js dist/denit-jobs.js dist/denit-launch
+bundle: dist/denit.js dist/denit-features.js dist/denit-jobs.js dist/denit-launch
 
 # The bundle form's /denit: a small C launcher that starts the runtime on the bundle beside it
 # (launch/denit.c). Static, so that it needs nothing but itself where it is copied to.
@@ -61,6 +61,13 @@ dist/denit.js: $(DENO) $(SOURCES) deno.json
 	$(DENO) bundle --quiet --platform=deno --minify mod.ts -o dist/denit.js.tmp
 	mv dist/denit.js.tmp dist/denit.js
 
+# The optional half, beside the bundle: copy mode, the probe, the bridge and the health
+# endpoint, loaded only when one of them runs (features.ts).
+dist/denit-features.js: $(DENO) $(SOURCES) deno.json
+	mkdir -p dist
+	$(DENO) bundle --quiet --platform=deno --minify features.ts -o dist/denit-features.js.tmp
+	mv dist/denit-features.js.tmp dist/denit-features.js
+
 # The job service's gRPC half, beside the bundle: loaded only with --jobs-socket or `denit job`.
 dist/denit-jobs.js: $(DENO) $(SOURCES) deno.json
 	mkdir -p dist
@@ -74,7 +81,7 @@ compile: $(DENO_JOBS) $(SOURCES)
 	mkdir -p dist
 	env $$(env | sed -n 's/^\(OTEL_[A-Za-z0-9_]*\)=.*/-u \1/p') \
 	  $(DENO_JOBS) compile $(PERMS) --no-check $(if $(TARGET_TRIPLE),--target $(TARGET_TRIPLE),) \
-	  --include src/jobs/entry.ts --output dist/denit mod.ts 2>dist/compile.log || { \
+	  --include features.ts --include src/jobs/entry.ts --output dist/denit mod.ts 2>dist/compile.log || { \
 	  if grep -q "denort" dist/compile.log; then \
 	    echo "make compile: deno compile could not get its denort base binary (dl.deno.land) for" \
 	      "Deno $(DENO_JOBS_VERSION): allow that download, or set DENORT_BIN=/path/to/denort" >&2; \
@@ -115,7 +122,7 @@ lint: $(DENO)
 	$(DENO) lint
 
 check: $(DENO)
-	$(DENO) check mod.ts init.ts src/ tests/ fixtures/ bench/
+	$(DENO) check mod.ts init.ts features.ts src/ tests/ fixtures/ bench/
 
 test: setup bundle rootfs fmt lint check
 	$(DENO) test --allow-all --no-prompt tests/

@@ -19,7 +19,9 @@ import {
 
 import { launchInfo } from "./src/common/runtime.ts";
 
-export { ExitCode } from "./src/common/exit_codes.ts";
+import { ExitCode } from "./src/common/exit_codes.ts";
+
+export { ExitCode };
 
 /**
  * The job service's gRPC code (about 450 KB with @grpc/grpc-js), which nothing else may pay
@@ -32,18 +34,48 @@ async function jobsModule(): Promise<typeof import("./src/jobs/entry.ts")> {
   return await import(entry);
 }
 
+/**
+ * The optional half (features.ts): copy mode, the probe, the bridge and the health endpoint,
+ * which a plain run never loads. In the bundle form it is denit-features.js beside the bundle
+ * (a specifier the bundler cannot follow keeps it out of dist/denit.js); from the sources and
+ * in the compiled binary (`--include`) it is the module. Rejects with one line that names the
+ * file when it cannot be loaded.
+ */
+async function features(): Promise<typeof import("./features.ts")> {
+  const entry = import.meta.url.endsWith(".ts") ? "./features.ts" : "./denit-features.js";
+  try {
+    return await import(entry);
+  } catch (err: unknown) {
+    const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0];
+    throw new Error(
+      `cannot load ${new URL(entry, import.meta.url).pathname}, denit's code for copy mode, ` +
+        `the probe, the bridge and the health endpoint (${reason})`,
+    );
+  }
+}
+
+/** `denit init`, `copy`, `probe` and `bridge`, from the optional half; null for any other. */
+async function optionalProgram(args: readonly string[]): Promise<number | null> {
+  const [name = ""] = args;
+  if (!["init", "copy", "probe", "bridge"].includes(name)) return null;
+  let half: Awaited<ReturnType<typeof features>>;
+  try {
+    half = await features();
+  } catch (err: unknown) {
+    const { printErr } = await import("./src/common/log.ts");
+    printErr(`denit: ${err instanceof Error ? err.message : String(err)}`);
+    return ExitCode.INTERNAL;
+  }
+  if (name === "probe") return await (await half.probe()).probeMain(args.slice(1));
+  if (name === "bridge") return await (await half.bridge()).bridgeMain(args.slice(1));
+  return await (await half.copy()).copyMain(args);
+}
+
 /** Runs denit with the given arguments (without the program name); resolves to the exit code. */
 export async function main(args: readonly string[]): Promise<number> {
-  if (args[0] === "init" || args[0] === "copy") {
-    return await (await import("./src/copy/main.ts")).copyMain(args);
-  }
+  const optional = await optionalProgram(args);
+  if (optional !== null) return optional;
   if (args[0] === "job") return await (await jobsModule()).jobMain(args.slice(1));
-  if (args[0] === "probe") {
-    return await (await import("./src/health/probe.ts")).probeMain(args.slice(1));
-  }
-  if (args[0] === "bridge") {
-    return await (await import("./src/jobs/bridge.ts")).bridgeMain(args.slice(1));
-  }
   const inbox = SignalInbox.open();
   // denit's launcher blocked these signals while the runtime booted: they waited, and now
   // that every listener exists the kernel delivers what is pending.
@@ -57,15 +89,15 @@ export async function main(args: readonly string[]): Promise<number> {
   const { superviseMain } = await import("./src/supervise/main.ts");
   return await superviseMain(args, {
     inbox,
-    loadHealth: async () => (await import("./src/health/endpoint.ts")).startHealth,
+    loadHealth: async () => (await (await features()).health()).startHealth,
   });
 }
 
 // This module is also the entry of denit's worker threads (new Worker(Deno.mainModule)), where
 // import.meta.main is true as well: the worker's name comes first.
 const worker = workerName();
-if (worker === COPY_WORKER_NAME) (await import("./src/copy/worker.ts")).serveCopyJobs();
-else if (worker === HEALTH_WORKER_NAME) (await import("./src/health/worker.ts")).serveHealth();
+if (worker === COPY_WORKER_NAME) (await (await features()).copyWorker()).serveCopyJobs();
+else if (worker === HEALTH_WORKER_NAME) (await (await features()).healthWorker()).serveHealth();
 else if (worker === SPAWN_WORKER_NAME) {
   await (await import("./src/supervise/spawner.ts")).serveSpawns();
 } else if (import.meta.main) Deno.exit(await main(Deno.args));

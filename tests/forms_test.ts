@@ -1,7 +1,7 @@
 /** The two forms of denit (deno run and the compiled binary) behave alike where it matters. */
 
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
-import { DENIT, freePort, listeningSocketsOf, Running } from "./helpers.ts";
+import { DENIT, freePort, listeningSocketsOf, run, Running } from "./helpers.ts";
 
 const COMPILED = DENIT.length === 1;
 
@@ -30,4 +30,36 @@ Deno.test("NODE_OPTIONS=--inspect opens no debugger port in denit; the child get
   } finally {
     await proc.stop();
   }
+});
+
+Deno.test({
+  name:
+    "the bundle's optional half: a plain run needs none of it; without it, what needs it fails in one line",
+  ignore: COMPILED, // a compiled binary holds every module
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-plain-" });
+    try {
+      const bundle = DENIT.at(-1) ?? "";
+      await Deno.copyFile(bundle, `${dir}/denit.js`);
+      const alone = [...DENIT.slice(0, -1), `${dir}/denit.js`];
+      const plain = await run([...alone, "-s", "--", "sh", "-c", "echo ran"]);
+      assertEquals([plain.code, plain.stdout, plain.stderr], [0, "ran\n", ""]);
+      const missing = new RegExp(
+        `cannot load ${dir}/denit-features\\.js, denit's code for copy mode, the probe, ` +
+          `the bridge and the health endpoint \\(.+\\)\\n$`,
+      );
+      const init = await run([...alone, "init", `${dir}/shared`]);
+      assertEquals(init.code, 125, init.stderr);
+      assertMatch(init.stderr, new RegExp(`^denit: ${missing.source}`));
+      const health = await run([...alone, "-s", "--health-addr", "127.0.0.1:0", "--", "true"]);
+      assertEquals(health.code, 125, health.stderr);
+      assertMatch(
+        health.stderr,
+        new RegExp(`Cannot serve health on "127\\.0\\.0\\.1:0": ${missing.source}`),
+      );
+      assertEquals(health.stderr.split("\n").length, 2, health.stderr);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });

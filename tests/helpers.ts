@@ -37,6 +37,8 @@ export async function denitForAnyUser(dir: string): Promise<string[]> {
   };
   const bundle = DENIT.find((word) => word.endsWith(".js"));
   if (bundle === undefined) return [await copy(program(DENIT))];
+  const optional = bundle.replace(/denit\.js$/, "denit-features.js");
+  await copy(optional).catch(() => {/* none beside this bundle: a plain run does not need it */});
   const jobs = bundle.replace(/denit\.js$/, "denit-jobs.js");
   await copy(jobs).catch(() => {/* no job half beside this bundle: copy mode does not need it */});
   const runtime = await copy(program(DENIT));

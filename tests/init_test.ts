@@ -24,12 +24,18 @@ Deno.test("init: the runnable denit and --with files; the copy supervises", asyn
     const result = await run([...DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(result.code, 0, result.stderr);
     // The compiled binary copies itself; the bundle form its launcher as denit, the runtime,
-    // the bundle, the job service's half and the runtime it runs on. Either way the entrypoint is DEST/denit.
+    // the bundle, its optional half, the job service's half and the runtime it runs on. Either way the entrypoint is DEST/denit.
     assertEquals(
       names(`${dir}/shared`),
-      COMPILED
-        ? ["denit", "extra.sh"]
-        : ["denit", "denit-jobs.js", "denit.js", "deno", "deno-jobs", "extra.sh"],
+      COMPILED ? ["denit", "extra.sh"] : [
+        "denit",
+        "denit-features.js",
+        "denit-jobs.js",
+        "denit.js",
+        "deno",
+        "deno-jobs",
+        "extra.sh",
+      ],
     );
     const entrypoint = entrypointOf(result.stdout);
     assertEquals(entrypoint, [`${dir}/shared/denit`, "--"]);
@@ -48,7 +54,7 @@ Deno.test("init: the runnable denit and --with files; the copy supervises", asyn
     // A restarted init container: nothing rewritten.
     const again = await run([...DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(again.code, 0, again.stderr);
-    assertMatch(again.stderr, new RegExp(`0 files, .*; ${COMPILED ? 2 : 6} unchanged`));
+    assertMatch(again.stderr, new RegExp(`0 files, .*; ${COMPILED ? 2 : 7} unchanged`));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

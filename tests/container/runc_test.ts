@@ -220,7 +220,7 @@ containerTest(
       const entrypoint: string[] = JSON.parse(line.slice("entrypoint: ".length));
       // The same entrypoint as with the compiled binary: the launcher came along.
       assertEquals(entrypoint, ["/shared/denit", "--"]);
-      for (const file of ["denit", "deno", "denit.js", "denit-jobs.js"]) {
+      for (const file of ["denit", "deno", "denit.js", "denit-features.js", "denit-jobs.js"]) {
         assertOk(exists(`${work}/shared/${file}`), `${file} was not copied`);
       }
       // The main container: another image, as a non-root user, with the copied denit as PID 1.
