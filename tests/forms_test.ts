@@ -1,7 +1,7 @@
 /** The two forms of denit (deno run and the compiled binary) behave alike where it matters. */
 
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
-import { DENIT, freePort, listeningSocketsOf, run, Running } from "./helpers.ts";
+import { bundleAlone, DENIT, freePort, listeningSocketsOf, run, Running } from "./helpers.ts";
 
 const COMPILED = DENIT.length === 1;
 
@@ -39,9 +39,7 @@ Deno.test({
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: "denit-plain-" });
     try {
-      const bundle = DENIT.at(-1) ?? "";
-      await Deno.copyFile(bundle, `${dir}/denit.js`);
-      const alone = [...DENIT.slice(0, -1), `${dir}/denit.js`];
+      const alone = await bundleAlone(dir);
       const plain = await run([...alone, "-s", "--", "sh", "-c", "echo ran"]);
       assertEquals([plain.code, plain.stdout, plain.stderr], [0, "ran\n", ""]);
       const missing = new RegExp(

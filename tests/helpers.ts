@@ -37,13 +37,22 @@ export async function denitForAnyUser(dir: string): Promise<string[]> {
   };
   const bundle = DENIT.find((word) => word.endsWith(".js"));
   if (bundle === undefined) return [await copy(program(DENIT))];
-  const optional = bundle.replace(/denit\.js$/, "denit-features.js");
-  await copy(optional).catch(() => {/* none beside this bundle: a plain run does not need it */});
-  const jobs = bundle.replace(/denit\.js$/, "denit-jobs.js");
-  await copy(jobs).catch(() => {/* no job half beside this bundle: copy mode does not need it */});
+  for (const half of ["denit-features.js", "denit-jobs.js"]) {
+    // Not beside this bundle: a plain run needs neither.
+    await copy(bundle.replace(/denit\.js$/, half)).catch(() => {});
+  }
   const runtime = await copy(program(DENIT));
   const copied = await copy(bundle);
   return DENIT.map((word) => word === bundle ? copied : word === program(DENIT) ? runtime : word);
+}
+
+/**
+ * The bundle copied alone into `dir` (no optional half, no job service's half beside it), and
+ * the argv that runs it; for the bundle form only.
+ */
+export async function bundleAlone(dir: string): Promise<string[]> {
+  await Deno.copyFile(DENIT.at(-1) ?? "", `${dir}/denit.js`);
+  return [...DENIT.slice(0, -1), `${dir}/denit.js`];
 }
 
 /** The denit command as one shell word list, for command lines given to sh or script(1). */

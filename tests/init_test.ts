@@ -24,7 +24,8 @@ Deno.test("init: the runnable denit and --with files; the copy supervises", asyn
     const result = await run([...DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(result.code, 0, result.stderr);
     // The compiled binary copies itself; the bundle form its launcher as denit, the runtime,
-    // the bundle, its optional half, the job service's half and the runtime it runs on. Either way the entrypoint is DEST/denit.
+    // the bundle, its optional half, the job service's half and the runtime it runs on. Either
+    // way the entrypoint is DEST/denit.
     assertEquals(
       names(`${dir}/shared`),
       COMPILED ? ["denit", "extra.sh"] : [

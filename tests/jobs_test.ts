@@ -9,6 +9,7 @@ import * as grpc from "@grpc/grpc-js";
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
 import {
+  bundleAlone,
   cleanup,
   DENIT,
   denitArgv,
@@ -608,9 +609,7 @@ Deno.test({
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: "denit-alone-" });
     try {
-      const bundle = DENIT.at(-1) ?? "";
-      await Deno.copyFile(bundle, `${dir}/denit.js`);
-      const alone = [...DENIT.slice(0, -1), `${dir}/denit.js`];
+      const alone = await bundleAlone(dir);
       const off = await run([...alone, "-s", "--", "sh", "-c", "echo ran"]);
       assertEquals([off.code, off.stdout, off.stderr], [0, "ran\n", ""]);
       const on = await run([...alone, "-s", "--jobs-socket", `${dir}/j.sock`, "--", "true"]);

@@ -78,16 +78,17 @@ export function initTargets(dest: string): { targets: Target[]; entrypoint: stri
   const main = new URL(Deno.mainModule).pathname;
   if (main.endsWith(".js")) {
     // The launcher (this process's, else dist/denit-launch beside the bundle) makes the
-    // entrypoint DEST/denit, as for the compiled binary; the job service's half goes along.
+    // entrypoint DEST/denit, as for the compiled binary; the bundle's optional half and the job
+    // service's half go along.
     const launcher = launcherPath() ?? existing(join(dirname(main), "denit-launch"));
-    const optional = existing(join(dirname(main), "denit-features.js"));
-    const jobs = existing(join(dirname(main), "denit-jobs.js"));
     const jobsRuntime = existing(join(dirname(runtime), "deno-jobs"));
     const roots = [
       root(runtime, "deno"),
       root(main, "denit.js"),
-      ...(optional === null ? [] : [root(optional, "denit-features.js")]),
-      ...(jobs === null ? [] : [root(jobs, "denit-jobs.js")]),
+      ...["denit-features.js", "denit-jobs.js"].flatMap((half) => {
+        const path = existing(join(dirname(main), half));
+        return path === null ? [] : [root(path, half)];
+      }),
       ...(jobsRuntime === null ? [] : [root(jobsRuntime, "deno-jobs")]),
       ...(launcher === null ? [] : [root(launcher, "denit")]),
     ];
