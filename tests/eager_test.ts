@@ -1,0 +1,82 @@
+/**
+ * The build step that marks a plain start's functions for eager compilation (build/eager.ts):
+ * V8 itself says what it compiled, before and after, and the marked code does what it did.
+ */
+
+import { assertEquals, assertOk } from "./assert.ts";
+import { ROOT } from "./helpers.ts";
+import { compiledRanges, functionLog, markEager, PLAIN_START } from "../build/eager.ts";
+
+/**
+ * A module with each kind of function: declarations, arrows, a getter, a method, unused code;
+ * exports at the end, as in a bundle.
+ */
+const SAMPLE = `function used(x) { return helper(x) + 1; }
+function helper(x) { return [1, 2].map((v) => v * x).reduce((a, b) => a + b, 0); }
+function unused() { return 0; }
+export const arrow = (y) => y * 2;
+export class Box { get value() { return 7; } twice() { return arrow(this.value); } }
+export const early = used(1);
+export const late = () => new Box().twice() + used(2);
+if (import.meta.main) console.log(JSON.stringify([early, late(), arrow(3)]));
+export { used };
+`;
+
+async function output(file: string): Promise<string> {
+  const { code, stdout } = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--quiet", "--no-config", "--no-lock", file],
+    stderr: "inherit",
+  }).output();
+  assertEquals(code, 0);
+  return new TextDecoder().decode(stdout).trim();
+}
+
+Deno.test("the called functions are marked eager, V8 compiles none of them lazily, and the module does the same", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-eager-test-" });
+  try {
+    await Deno.writeTextFile(`${dir}/lazy.js`, SAMPLE);
+    const before = await functionLog(`${dir}/lazy.js`, []);
+    const called = compiledRanges(before, "lazy.js");
+    const { source, report } = markEager(SAMPLE, called);
+    // used and helper hoisted; the map, reduce, arrow and late arrows in parentheses; the
+    // getter and the method have no eager form; unused was never called.
+    assertEquals(report, { expressions: 4, declarations: 2, left: 2 });
+    assertOk(source.startsWith("var used=(function used(x)"), source);
+    assertOk(source.includes("var helper=(function helper(x)"), source);
+    assertOk(source.includes("function unused() { return 0; }"), source);
+    assertOk(source.includes(".map(((v) => v * x))"), source);
+    await Deno.writeTextFile(`${dir}/eager.js`, source);
+    assertEquals(await output(`${dir}/eager.js`), await output(`${dir}/lazy.js`));
+    const lazily = (log: string, file: string, text: string) =>
+      compiledRanges(log, file, "parse-function").map(([start, end]) => text.slice(start, end))
+        .sort();
+    // Compiled lazily before: every function called. After: only what has no eager form, the
+    // getter, the method and Box's default constructor (an empty range at the class).
+    assertEquals(lazily(before, "lazy.js", SAMPLE).length, 9);
+    const after = await functionLog(`${dir}/eager.js`, []);
+    assertEquals(lazily(after, "eager.js", source), [
+      "",
+      "() { return 7; }",
+      "() { return arrow(this.value); }",
+    ]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test({
+  name: "dist/denit.js: a plain start compiles lazily only functions that have no eager form",
+  // The compiled binary is built from the sources, not from the bundle this step marks.
+  ignore: (Deno.env.get("DENIT_EXE") ?? "") !== "",
+  async fn() {
+    const bundle = `${ROOT}dist/denit.js`;
+    const log = await functionLog(bundle, PLAIN_START);
+    const lazy = compiledRanges(log, "denit.js", "parse-function");
+    const all = compiledRanges(log, "denit.js");
+    // What is compiled lazily is methods and accessors (about thirty): marking it again
+    // finds nothing left to mark. Without the step, about 130 functions would be markable.
+    const { report } = markEager(await Deno.readTextFile(bundle), lazy);
+    assertEquals(report.expressions + report.declarations, 0, JSON.stringify(report));
+    assertOk(all.length > lazy.length + 100, `${all.length} compiled, ${lazy.length} lazily`);
+  },
+});
