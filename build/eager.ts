@@ -9,9 +9,10 @@
  * expression at once (its "PIFE" heuristic, meant for `(function () {...})()`), and the code
  * cache keeps it; a function declaration has no such form, so it becomes a parenthesised
  * expression assigned at the top of the bundle (where a top-level declaration is instantiated
- * anyway). Only what a plain start calls is marked: marking everything would compile code that
- * never runs at every start without a cache (the image's launcher gives the runtime none).
- * Class methods have no eager form and stay lazy.
+ * anyway), and a class method a field that holds a parenthesised arrow (V8 compiles a class's
+ * field initialisers with the script). Only what a plain start calls is marked: marking
+ * everything would compile code that never runs at every start without a cache (the image's
+ * launcher gives the runtime none). Accessors, constructors and object methods stay lazy.
  *
  * Which functions a plain start calls comes from V8 itself: the bundle runs once,
  * `denit -s -- deno --version`, under `--log-function-events`, and every function V8 compiled
@@ -42,7 +43,9 @@ export interface EagerReport {
   readonly expressions: number;
   /** Top-level function declarations, made parenthesised expressions at the top. */
   readonly declarations: number;
-  /** Called, but with no eager form: methods, accessors, nested declarations. */
+  /** Class methods, made fields that hold parenthesised arrows. */
+  readonly methods: number;
+  /** Called, but with no eager form: accessors, constructors, object methods, the rest. */
   readonly left: number;
 }
 
@@ -103,27 +106,6 @@ function calledFunctions(root: Node, ranges: readonly Range[]) {
   return called;
 }
 
-interface Edit {
-  readonly at: number;
-  readonly end: number;
-  readonly text: string;
-}
-
-function applyEdits(source: string, edits: Edit[]): string {
-  // At one position: an insertion that closes, then one that opens (")(" not "()"), then a
-  // removal that starts there.
-  const rank = (edit: Edit) => edit.end > edit.at ? 2 : edit.text === ")" ? 0 : 1;
-  const sorted = edits.toSorted((a, b) => a.at - b.at || rank(a) - rank(b));
-  let out = "";
-  let position = 0;
-  for (const edit of sorted) {
-    if (edit.at < position) throw new Error(`overlapping edits at ${edit.at}`);
-    out += source.slice(position, edit.at) + edit.text;
-    position = edit.end;
-  }
-  return out + source.slice(position);
-}
-
 /** The names assigned anywhere (`x = ...`, `x++`): such a declaration is left as it is. */
 function assignedNames(root: Node): Set<string> {
   const names = new Set<string>();
@@ -138,48 +120,172 @@ function assignedNames(root: Node): Set<string> {
   return names;
 }
 
+/** Every identifier named in an `extends` clause: those classes keep their methods. */
+function extendedNames(root: Node): Set<string> {
+  const names = new Set<string>();
+  for (const { node } of nodesOf(root)) {
+    if (!node.type.startsWith("Class") || !isNode(node.superClass)) continue;
+    for (const part of nodesOf(node.superClass)) {
+      if (part.node.type === "Identifier") names.add(String(part.node.name));
+    }
+  }
+  return names;
+}
+
+/** The name a class is bound to: its own, or the variable or target it is assigned to. */
+function classNames(klass: Node, parent: Node | null): string[] {
+  const names: string[] = [];
+  if (isNode(klass.id)) names.push(String(klass.id.name));
+  const target = parent?.type === "VariableDeclarator"
+    ? parent.id
+    : parent?.type === "AssignmentExpression"
+    ? parent.left
+    : null;
+  if (isNode(target) && target.type === "Identifier") names.push(String(target.name));
+  return names;
+}
+
+/**
+ * A method whose body can move to a private field holding an arrow (`#m(a){...}` becomes
+ * `#m=((a)=>{...});`, and `m(a){...}` a stub `m(a){return this.#eager_m(a)}` beside the field
+ * `#eager_m=((a)=>{...});`, so that nothing enumerable changes): a plain method (not an
+ * accessor, a constructor or a generator) with a fixed name and plain parameters, of a class
+ * that extends nothing and that nothing extends, whose body has no `arguments`, `super` or
+ * `new.target` (an arrow would see other ones). The arrow's `this` is the instance (for a
+ * static method, the class), as the method's is when called on it.
+ */
+function convertible(method: Node, klass: Node, classParent: Node | null, extended: Set<string>) {
+  const fn = method.value as Node;
+  if (method.kind !== "method" || method.computed === true || fn.generator === true) return false;
+  if (!(fn.params as Node[]).every((param) => param.type === "Identifier")) return false;
+  if (isNode(klass.superClass)) return false;
+  // Moved already (the stub of an earlier pass): once is all.
+  const members = ((klass.body as Node).body as Node[]).map((member) => member.key);
+  const key = method.key as Node;
+  if (
+    members.some((m) =>
+      isNode(m) && m.type === "PrivateIdentifier" && m.name === `eager_${key.name}`
+    )
+  ) {
+    return false;
+  }
+  if (classNames(klass, classParent).some((name) => extended.has(name))) return false;
+  return !nodesOf(fn).some(({ node }) =>
+    node.type === "Super" || node.type === "MetaProperty" ||
+    (node.type === "Identifier" && node.name === "arguments")
+  );
+}
+
+/** One rewrite of the source, over the range of its node. */
+type Region =
+  | { kind: "wrap"; node: Node } // in parentheses
+  | { kind: "hoist"; node: Node; name: string } // gone from here, assigned at the top
+  | { kind: "move"; node: Node } // a method: its body moves to a field (a stub stays if public)
+  | { kind: "class"; node: Node; methods: Node[] }; // a class body that gets those fields
+
 /**
  * The source with every called function it can mark made eager: expressions and arrows in
- * parentheses, top-level declarations as `var NAME=(function NAME(...){...});` at the top.
+ * parentheses, top-level declarations as `var NAME=(function NAME(...){...});` at the top,
+ * and methods as fields holding parenthesised arrows at the start of their class body (V8
+ * compiles a class's field initialisers, and the arrows in them, with the script).
  */
 export function markEager(source: string, ranges: readonly Range[]): {
   source: string;
   report: EagerReport;
 } {
   const tree = parseModule(source);
-  const called = calledFunctions(tree, ranges);
+  const parents = new Map(nodesOf(tree).map(({ node, parent }) => [node, parent]));
   const assigned = assignedNames(tree);
-  const wrap: Edit[] = [];
-  const hoist = new Set<string>();
+  const extended = extendedNames(tree);
+  const regions: Region[] = [];
+  const classes = new Map<Node, Node[]>();
   let left = 0;
-  for (const { node, parent } of called) {
+  for (const { node, parent } of calledFunctions(tree, ranges)) {
     if (node.type === "FunctionDeclaration") {
       const name = String((node.id as Node).name);
-      if (parent?.type === "Program" && !assigned.has(name)) hoist.add(name);
-      else left++;
+      if (parent?.type === "Program" && !assigned.has(name)) {
+        regions.push({ kind: "hoist", node, name });
+      } else left++;
+    } else if (parent?.type === "MethodDefinition") {
+      const body = parents.get(parent) ?? null;
+      const klass = body === null ? null : parents.get(body) ?? null;
+      if (
+        body !== null && klass !== null &&
+        convertible(parent, klass, parents.get(klass) ?? null, extended)
+      ) {
+        regions.push({ kind: "move", node: parent });
+        classes.set(body, [...(classes.get(body) ?? []), parent]);
+      } else left++;
     } else if (isMethodValue(parent)) {
       left++;
     } else if (parent?.type !== "ParenthesizedExpression") {
-      wrap.push({ at: node.start, end: node.start, text: "(" });
-      wrap.push({ at: node.end, end: node.end, text: ")" });
+      regions.push({ kind: "wrap", node });
     }
   }
-  // Declarations move after the expressions inside them are marked: a second pass.
-  const wrapped = applyEdits(source, wrap);
-  const moves: Edit[] = [];
-  for (const statement of (parseModule(wrapped).body as Node[])) {
-    if (statement.type !== "FunctionDeclaration") continue;
-    const name = String((statement.id as Node).name);
-    if (!hoist.has(name)) continue;
-    const text = wrapped.slice(statement.start, statement.end);
-    moves.push({ at: statement.start, end: statement.end, text: "" });
-    moves.push({ at: 0, end: 0, text: `var ${name}=(${text});` });
-  }
-  const out = applyEdits(wrapped, moves);
+  for (const [node, methods] of classes) regions.push({ kind: "class", node, methods });
+  // Outer before inner: by start, then the longer first.
+  regions.sort((a, b) => a.node.start - b.node.start || b.node.end - a.node.end);
+  const top: string[] = [];
+
+  /** The source from `low` to `high`, each outermost region in it rewritten (not `self`). */
+  const render = (low: number, high: number, self: Region | null = null): string => {
+    let out = "";
+    let at = low;
+    for (const region of regions) {
+      if (region === self || region.node.start < at || region.node.end > high) continue;
+      out += source.slice(at, region.node.start) + rewrite(region);
+      at = region.node.end;
+    }
+    return out + source.slice(at, high);
+  };
+  /** A moved method's field name: its own if private, else `#eager_NAME` behind a stub. */
+  const fieldName = (method: Node): string => {
+    const key = method.key as Node;
+    return key.type === "PrivateIdentifier" ? `#${key.name}` : `#eager_${key.name}`;
+  };
+  const parameters = (method: Node): string =>
+    ((method.value as Node).params as Node[]).map((param) => String(param.name)).join(",");
+  const prefix = (method: Node): string => method.static === true ? "static " : "";
+  const field = (method: Node): string => {
+    const fn = method.value as Node;
+    const body = fn.body as Node;
+    return `${prefix(method)}${fieldName(method)}=(${fn.async === true ? "async " : ""}(${
+      parameters(method)
+    })=>${render(body.start, body.end)});`;
+  };
+  const stub = (method: Node): string => {
+    const key = method.key as Node;
+    if (key.type === "PrivateIdentifier") return "";
+    const list = parameters(method);
+    return `${prefix(method)}${key.name}(${list}){return this.${fieldName(method)}(${list})}`;
+  };
+  const rewrite = (region: Region): string => {
+    switch (region.kind) {
+      case "wrap":
+        return `(${render(region.node.start, region.node.end, region)})`;
+      case "hoist":
+        top.push(`var ${region.name}=(${render(region.node.start, region.node.end, region)});`);
+        return "";
+      case "move":
+        return stub(region.node);
+      case "class":
+        return `{${region.methods.map(field).join("")}${
+          render(region.node.start + 1, region.node.end, region)
+        }`;
+    }
+  };
+  const body = render(0, source.length);
+  const out = top.join("") + body;
   parseModule(out); // what V8 will load must still parse
+  const count = (kind: Region["kind"]) => regions.filter((r) => r.kind === kind).length;
   return {
     source: out,
-    report: { expressions: wrap.length / 2, declarations: moves.length / 2, left },
+    report: {
+      expressions: count("wrap"),
+      declarations: count("hoist"),
+      methods: count("move"),
+      left,
+    },
   };
 }
 
@@ -258,7 +364,8 @@ if (import.meta.main) {
   if (ranges.length === 0) throw new Error(`V8's log holds no function of ${input}`);
   const { source, report } = markEager(await Deno.readTextFile(input), ranges);
   await Deno.writeTextFile(output, source);
-  const line = `eager: ${report.expressions} expressions and ${report.declarations} ` +
-    `declarations of ${ranges.length} compiled functions marked, ${report.left} left lazy\n`;
+  const line = `eager: of ${ranges.length} functions compiled, ${report.expressions} ` +
+    `expressions, ${report.declarations} declarations and ${report.methods} methods marked, ` +
+    `${report.left} left lazy\n`;
   await Deno.stderr.write(new TextEncoder().encode(line));
 }

@@ -8,17 +8,29 @@ import { ROOT } from "./helpers.ts";
 import { compiledRanges, functionLog, markEager, PLAIN_START } from "../build/eager.ts";
 
 /**
- * A module with each kind of function: declarations, arrows, a getter, a method, unused code;
- * exports at the end, as in a bundle.
+ * A module with each kind of function: declarations, arrows, methods (private, public, static,
+ * one that reads `arguments`, one that a subclass overrides), a getter, unused code; exports at
+ * the end, as in a bundle. What it prints covers what a method's new form could change.
  */
 const SAMPLE = `function used(x) { return helper(x) + 1; }
 function helper(x) { return [1, 2].map((v) => v * x).reduce((a, b) => a + b, 0); }
 function unused() { return 0; }
-export const arrow = (y) => y * 2;
-export class Box { get value() { return 7; } twice() { return arrow(this.value); } }
-export const early = used(1);
-export const late = () => new Box().twice() + used(2);
-if (import.meta.main) console.log(JSON.stringify([early, late(), arrow(3)]));
+const arrow = (y) => y * 2;
+class Box {
+  #n = 7;
+  get value() { return this.#n; }
+  twice(by) { return arrow(this.#read()) * by; }
+  #read() { return this.value; }
+  static make() { return new this(); }
+  count() { return arguments.length; }
+}
+class Base { name() { return "base"; } }
+class Derived extends Base { name() { return "derived " + super.name(); } }
+const early = used(1);
+const late = () => Box.make().twice(2) + used(2) + new Box().count(1, 2);
+const box = new Box();
+const shape = [Object.keys(box), Object.getOwnPropertyNames(Box.prototype), Box.make.length];
+console.log(JSON.stringify([early, late(), arrow(3), new Derived().name(), new Base().name(), shape]));
 export { used };
 `;
 
@@ -38,26 +50,36 @@ Deno.test("the called functions are marked eager, V8 compiles none of them lazil
     const before = await functionLog(`${dir}/lazy.js`, []);
     const called = compiledRanges(before, "lazy.js");
     const { source, report } = markEager(SAMPLE, called);
-    // used and helper hoisted; the map, reduce, arrow and late arrows in parentheses; the
-    // getter and the method have no eager form; unused was never called.
-    assertEquals(report, { expressions: 4, declarations: 2, left: 2 });
+    // used and helper hoisted; the map, reduce, late and arrow arrows in parentheses; twice,
+    // #read and make moved to fields; the getter, count (arguments) and both name() (a
+    // subclass) have no eager form; unused was never called.
+    assertEquals(report, { expressions: 4, declarations: 2, methods: 3, left: 4 });
     assertOk(source.startsWith("var used=(function used(x)"), source);
     assertOk(source.includes("var helper=(function helper(x)"), source);
     assertOk(source.includes("function unused() { return 0; }"), source);
     assertOk(source.includes(".map(((v) => v * x))"), source);
+    assertOk(source.includes("#read=(()=>{ return this.value; });"), source);
+    assertOk(source.includes("twice(by){return this.#eager_twice(by)}"), source);
     await Deno.writeTextFile(`${dir}/eager.js`, source);
     assertEquals(await output(`${dir}/eager.js`), await output(`${dir}/lazy.js`));
     const lazily = (log: string, file: string, text: string) =>
       compiledRanges(log, file, "parse-function").map(([start, end]) => text.slice(start, end))
         .sort();
-    // Compiled lazily before: every function called. After: only what has no eager form, the
-    // getter, the method and Box's default constructor (an empty range at the class).
-    assertEquals(lazily(before, "lazy.js", SAMPLE).length, 9);
+    // Compiled lazily before: every function called.
+    assertEquals(lazily(before, "lazy.js", SAMPLE).length, 16);
     const after = await functionLog(`${dir}/eager.js`, []);
+    // After: the three classes' constructors (empty ranges), what has no eager form, and the
+    // stubs of the public methods (a line each).
     assertEquals(lazily(after, "eager.js", source), [
       "",
-      "() { return 7; }",
-      "() { return arrow(this.value); }",
+      "",
+      "",
+      '() { return "base"; }',
+      '() { return "derived " + super.name(); }',
+      "() { return arguments.length; }",
+      "() { return this.#n; }",
+      "(){return this.#eager_make()}",
+      "(by){return this.#eager_twice(by)}",
     ]);
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -73,10 +95,15 @@ Deno.test({
     const log = await functionLog(bundle, PLAIN_START);
     const lazy = compiledRanges(log, "denit.js", "parse-function");
     const all = compiledRanges(log, "denit.js");
-    // What is compiled lazily is methods and accessors (about thirty): marking it again
-    // finds nothing left to mark. Without the step, about 130 functions would be markable.
+    // What is compiled lazily is what has no eager form and the public methods' stubs:
+    // marking it again finds nothing left to mark. Without the step, about 155 functions
+    // would be markable.
     const { report } = markEager(await Deno.readTextFile(bundle), lazy);
-    assertEquals(report.expressions + report.declarations, 0, JSON.stringify(report));
+    assertEquals(
+      report.expressions + report.declarations + report.methods,
+      0,
+      JSON.stringify(report),
+    );
     assertOk(all.length > lazy.length + 100, `${all.length} compiled, ${lazy.length} lazily`);
   },
 });

@@ -88,6 +88,14 @@ Deno.test("a file that is not executable exits 126 with one line naming it", asy
     assertMatch(onPath.stderr, /permission denied/);
     const directory = await run([...DENIT, "-s", dir]);
     assertEquals(directory.code, 126);
+    assertMatch(directory.stderr, /: not a regular file\n$/);
+    // A link is followed, as execve(2) does; a dangling one names nothing.
+    await Deno.symlink("/bin/true", `${dir}/linked-true`);
+    assertEquals((await run([...DENIT, "-s", `${dir}/linked-true`])).code, 0);
+    await Deno.symlink(`${dir}/nowhere`, `${dir}/dangling`);
+    const dangling = await run([...DENIT, "-s", `${dir}/dangling`]);
+    assertEquals(dangling.code, 127);
+    assertMatch(dangling.stderr, /: no such file\n$/);
     await Deno.writeTextFile(`${dir}/noshell`, "#!/no/such/interpreter\n", { mode: 0o755 });
     const interpreter = await run([...DENIT, "-s", `${dir}/noshell`]);
     assertEquals(interpreter.code, 127);

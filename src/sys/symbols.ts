@@ -78,6 +78,14 @@ export const LIBC_SYMBOLS = {
     result: "i32",
   },
   access: { parameters: ["buffer", "i32"], result: "i32" }, // const char *pathname, int mode
+  // The command lookup's statx (as copy mode's below), optional: glibc 2.28+.
+  statx_type: {
+    name: "statx",
+    // int dirfd, const char *path, int flags, unsigned int mask, struct statx *buf
+    parameters: ["i32", "buffer", "i32", "u32", "buffer"],
+    result: "i32",
+    optional: true,
+  },
   tcgetpgrp: { parameters: ["i32"], result: "i32" }, // int fd
   close: { parameters: ["i32"], result: "i32" }, // int fd
   dup2: { parameters: ["i32", "i32"], result: "i32" }, // int oldfd, int newfd
