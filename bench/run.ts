@@ -865,7 +865,7 @@ const started = performance.now();
 const figures: Figures = {
   machine: machine(),
   quick: QUICK,
-  start: startOverhead(QUICK ? 5 : 25),
+  start: startOverhead(QUICK ? 5 : 60),
   memory: await memory(QUICK ? 1 : 5),
   signals: signals(QUICK ? 200 : 1000),
   hostile: await hostile(QUICK ? 300 : 1000, QUICK ? 1 : 2, QUICK ? 1 : 3),

@@ -4,14 +4,24 @@ import { assertEquals, assertOk } from "./assert.ts";
 import { cString, Errno, errno, libc, LIBC_SYMBOLS } from "../src/sys/symbols.ts";
 
 Deno.test("libc: nothing is bound before it is used; a first call binds it", () => {
-  const unused = Object.getOwnPropertyDescriptor(libc, "lsetxattr");
-  assertOk(unused?.get !== undefined, "lsetxattr was bound at load");
-  assertEquals(Object.keys(libc).sort(), Object.keys(LIBC_SYMBOLS).sort());
+  assertEquals(Object.getOwnPropertyDescriptor(libc, "lsetxattr"), undefined, "bound at load");
+  assertEquals(Object.getOwnPropertyDescriptor(libc, "strlen"), undefined, "bound at load");
   const length = libc.strlen(Deno.UnsafePointer.of(cString("denit")));
   assertEquals(Number(length), 5);
   const bound = Object.getOwnPropertyDescriptor(libc, "strlen");
   assertEquals(bound?.get, undefined);
   assertEquals(typeof bound?.value, "function");
+  // Every symbol of every group is found: a function, a variable's address, or null for an
+  // optional function this C library lacks.
+  for (const key of Object.keys(LIBC_SYMBOLS)) {
+    const value: unknown = libc[key as keyof typeof libc];
+    const optional = "optional" in LIBC_SYMBOLS[key as keyof typeof LIBC_SYMBOLS];
+    assertOk(
+      typeof value === "function" || (typeof value === "object" && (value !== null || optional)),
+      `${key}: ${typeof value}`,
+    );
+  }
+  assertEquals(Object.keys(libc).sort(), Object.keys(LIBC_SYMBOLS).sort());
 });
 
 Deno.test("libc: a function called 64 times gets a compiled trampoline in its place", () => {

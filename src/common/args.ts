@@ -224,9 +224,7 @@ export function unknownVariables(
   known: readonly string[],
 ): UnknownVariable[] {
   const found: UnknownVariable[] = [];
-  for (const name of Object.keys(env).sort()) {
-    if (!name.startsWith(prefix) || known.includes(name)) continue;
-    found.push({ name, closest: closest(name, known, 4) });
-  }
+  const names = Object.keys(env).filter((name) => name.startsWith(prefix) && !known.includes(name));
+  for (const name of names.sort()) found.push({ name, closest: closest(name, known, 4) });
   return found;
 }

@@ -268,8 +268,6 @@ export class Supervisor {
     this.#prepareProcess();
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
     this.#memory = findMemoryCgroup();
-    this.#memoryLimit = this.#memory === null ? null : readMemoryLimit(this.#memory);
-    this.#noteOomGroup();
     this.#refreshOomCount();
     this.#inbox.take((signo) =>
       this.#guard("signal", () => this.#dispatch({ type: "signal-received", signo }))
@@ -315,6 +313,7 @@ export class Supervisor {
   #started(pid: number, runAs: RunAs | null): void {
     this.#startedAtMs = Date.now();
     this.#adjustOomScore(pid);
+    this.#settle();
     const target = this.#config.group ? -pid : pid;
     this.#target = target;
     this.#log.info("child started", {
@@ -372,7 +371,6 @@ export class Supervisor {
 
   #prepareProcess(): void {
     const { pdeathsig, subreaper } = this.#config;
-    this.#reserve = openReserve();
     if (pdeathsig !== null) {
       const result = setParentDeathSignal(pdeathsig);
       if (!result.ok) this.#log.warn("cannot set parent-death signal", { errno: result.errno });
@@ -388,14 +386,24 @@ export class Supervisor {
       else this.#log.warn("cannot become a subreaper", { errno: result.errno });
     }
     for (const row of SIGNAL_TABLE) if (row.action === "ignore") ignoreSignal(row.signo);
-    // Deno cannot listen for real-time signals; at their default they would end a subreaper
-    // denit (the kernel protects only PID 1). The child still starts with them at default.
-    for (let signo = SIGRTMIN; signo <= SIGRTMAX; signo++) ignoreSignal(signo);
     // Inherited as ignored, SIGCHLD makes the kernel reap every child itself, and its status
     // is lost (waitpid: ECHILD). Back to the default, as every init needs it.
     if (resetIfIgnored(SIGCHLD) === "ignore") {
       this.#log.info("SIGCHLD was inherited as ignored; set back to its default");
     }
+  }
+
+  /**
+   * What need not wait for the child, done as soon as it runs (while it starts up): the
+   * descriptors held back, the real-time signals, and the memory cgroup's limit.
+   */
+  #settle(): void {
+    this.#reserve = openReserve();
+    // Deno cannot listen for real-time signals; at their default they would end a subreaper
+    // denit (the kernel protects only PID 1). The child starts with every signal at default.
+    for (let signo = SIGRTMIN; signo <= SIGRTMAX; signo++) ignoreSignal(signo);
+    this.#memoryLimit = this.#memory === null ? null : readMemoryLimit(this.#memory);
+    this.#noteOomGroup();
   }
 
   async #spawn(

@@ -1,13 +1,15 @@
 /**
  * The only `Deno.dlopen` in denit: the C library's symbols, each declared once in
  * LIBC_SYMBOLS as a C header lists them, and `libc`, through which every module calls them.
- * A function is bound when it is first called (openLibc): binding them all at load cost about
- * 0.15 ms a symbol (bench/NOTES.md).
+ * A function is bound when it is first called, after one lookup of its group's addresses
+ * (openLibc): binding them all at load cost about 0.15 ms a symbol (bench/NOTES.md).
  */
 
-/** Every C function and variable denit calls, by the group that first needed it. */
-export const LIBC_SYMBOLS = {
-  // -- process control: spawn, wait, signal, limits
+/**
+ * What every start of the supervisor calls (spawn, wait, signals, limits, the command lookup,
+ * errno): looked up together on the first call of any of them.
+ */
+const START_SYMBOLS = {
   posix_spawn: {
     parameters: [
       "buffer", // pid_t *pid
@@ -18,13 +20,6 @@ export const LIBC_SYMBOLS = {
       "pointer", // char *const envp[]
     ],
     result: "i32", // int: 0 or an errno value
-  },
-  // The same call on a thread of the runtime: jobs start without holding the caller's thread.
-  posix_spawn_async: {
-    name: "posix_spawn",
-    parameters: ["buffer", "buffer", "buffer", "buffer", "buffer", "buffer"], // as posix_spawn
-    result: "i32",
-    nonblocking: true,
   },
   posix_spawnattr_init: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
   posix_spawnattr_destroy: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
@@ -38,31 +33,17 @@ export const LIBC_SYMBOLS = {
     parameters: ["buffer", "buffer"], // posix_spawnattr_t *attr, const sigset_t *sigmask
     result: "i32",
   },
-  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" }, // actions *fa
-  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" }, // actions *fa
-  // glibc 2.35+: make the child's process group the terminal's foreground group before exec.
-  posix_spawn_file_actions_addtcsetpgrp_np: {
-    parameters: ["buffer", "i32"], // posix_spawn_file_actions_t *fa, int tcfd
-    result: "i32",
-    optional: true,
-  },
   waitpid: {
     parameters: ["i32", "buffer", "i32"], // pid_t pid, int *wstatus, int options
     result: "i32", // pid_t
   },
-  waitid: {
-    // idtype_t idtype, id_t id, siginfo_t *infop, int options
-    parameters: ["i32", "u32", "buffer", "i32"],
-    result: "i32",
-  },
-  // The same call on a worker thread: a pending promise that keeps the event loop alive.
+  // waitid on a worker thread: a pending promise that keeps the event loop alive.
   waitid_blocking: {
     name: "waitid",
-    parameters: ["i32", "u32", "buffer", "i32"], // as waitid
+    parameters: ["i32", "u32", "buffer", "i32"], // as waitid (below)
     result: "i32",
     nonblocking: true,
   },
-  kill: { parameters: ["i32", "i32"], result: "i32" }, // pid_t pid, int sig
   prctl: {
     // int option, unsigned long arg2..arg5 (variadic in C; integer registers on Linux ABIs)
     parameters: ["i32", "u64", "u64", "u64", "u64"],
@@ -86,6 +67,35 @@ export const LIBC_SYMBOLS = {
     result: "i32",
     optional: true,
   },
+  environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
+  // errno and its message
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The rest of process control: jobs' spawns, terminals, descriptors, the environment. */
+const PROCESS_SYMBOLS = {
+  // The same call on a thread of the runtime: jobs start without holding the caller's thread.
+  posix_spawn_async: {
+    name: "posix_spawn",
+    parameters: ["buffer", "buffer", "buffer", "buffer", "buffer", "buffer"], // as posix_spawn
+    result: "i32",
+    nonblocking: true,
+  },
+  posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" }, // actions *fa
+  posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" }, // actions *fa
+  // glibc 2.35+: make the child's process group the terminal's foreground group before exec.
+  posix_spawn_file_actions_addtcsetpgrp_np: {
+    parameters: ["buffer", "i32"], // posix_spawn_file_actions_t *fa, int tcfd
+    result: "i32",
+    optional: true,
+  },
+  // waitid at once, without waiting (WNOHANG): as waitid_blocking (above) on this thread.
+  waitid: {
+    // idtype_t idtype, id_t id, siginfo_t *infop, int options
+    parameters: ["i32", "u32", "buffer", "i32"],
+    result: "i32",
+  },
+  kill: { parameters: ["i32", "i32"], result: "i32" }, // pid_t pid, int sig
   tcgetpgrp: { parameters: ["i32"], result: "i32" }, // int fd
   close: { parameters: ["i32"], result: "i32" }, // int fd
   dup2: { parameters: ["i32", "i32"], result: "i32" }, // int oldfd, int newfd
@@ -94,8 +104,11 @@ export const LIBC_SYMBOLS = {
   // int setenv(const char *name, const char *value, int overwrite): raw bytes, not only UTF-8.
   setenv: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
   strlen: { parameters: ["pointer"], result: "usize" }, // const char *s
-  environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
-  // -- copy mode: files by descriptor
+  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** Copy mode: files by descriptor. */
+const FILE_SYMBOLS = {
   openat: {
     parameters: ["i32", "buffer", "i32", "u32"], // int dirfd, const char *path, int flags, mode_t
     result: "i32",
@@ -176,7 +189,10 @@ export const LIBC_SYMBOLS = {
     parameters: ["buffer", "buffer", "buffer", "usize", "i32"], // path, name, value, size, flags
     result: "i32",
   },
-  // -- the jobs: pipes, file actions, the output pump
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The jobs: pipes, file actions, the output pump. */
+const JOB_SYMBOLS = {
   pipe2: { parameters: ["buffer", "i32"], result: "i32" }, // int pipefd[2], int flags
   // int fcntl(int fd, int cmd, ... /* int arg */): one int in the integer registers.
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
@@ -204,10 +220,16 @@ export const LIBC_SYMBOLS = {
   // unsigned int flags): a pipe's bytes into a file, inside the kernel, never half done.
   splice: { parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"], result: "isize" },
   malloc_trim: { parameters: ["usize"], result: "i32" }, // size_t pad
-  // -- one thread's credentials
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** One thread's credentials. */
+const CREDENTIAL_SYMBOLS = {
   // long syscall(long number, ...): the raw calls, which change the calling thread only.
   syscall: { parameters: ["i64", "i64", "i64", "i64"], result: "i64" },
-  // -- the sd_notify socket and the job socket
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The sd_notify socket, the job socket and the job service's control channel. */
+const SOCKET_SYMBOLS = {
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" }, // int domain, type, protocol
   bind: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // fd, const sockaddr *, len
   listen: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int backlog
@@ -217,11 +239,6 @@ export const LIBC_SYMBOLS = {
   },
   // ssize_t recvmsg(int fd, struct msghdr *msg, int flags): blocks on a thread of the runtime.
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
-  // -- the runtime's resident code pages
-  // int madvise(void *addr, size_t length, int advice): addresses from /proc/self/maps. On a
-  // thread of the runtime: zapping 40 MiB of page tables takes milliseconds.
-  madvise: { parameters: ["usize", "usize", "i32"], result: "i32", nonblocking: true },
-  // -- the job service's control channel
   socketpair: {
     parameters: ["i32", "i32", "i32", "buffer"], // int domain, int type, int protocol, int sv[2]
     result: "i32",
@@ -229,9 +246,38 @@ export const LIBC_SYMBOLS = {
   // ssize_t sendmsg(int fd, const struct msghdr *msg, int flags): on a thread of the runtime.
   sendmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
   shutdown: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int how
-  // -- errno and its message
-  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
-  strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** The runtime's resident code pages. */
+const MEMORY_SYMBOLS = {
+  // int madvise(void *addr, size_t length, int advice): addresses from /proc/self/maps. On a
+  // thread of the runtime: zapping 40 MiB of page tables takes milliseconds.
+  madvise: { parameters: ["usize", "usize", "i32"], result: "i32", nonblocking: true },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/**
+ * Every C function and variable denit calls, in groups: a group's addresses are looked up
+ * together, on the first use of any of its members (openLibc).
+ */
+const GROUPS = [
+  START_SYMBOLS,
+  PROCESS_SYMBOLS,
+  FILE_SYMBOLS,
+  JOB_SYMBOLS,
+  CREDENTIAL_SYMBOLS,
+  SOCKET_SYMBOLS,
+  MEMORY_SYMBOLS,
+] as const;
+
+/** Every C function and variable denit calls, each declared once as a C header lists it. */
+export const LIBC_SYMBOLS = {
+  ...START_SYMBOLS,
+  ...PROCESS_SYMBOLS,
+  ...FILE_SYMBOLS,
+  ...JOB_SYMBOLS,
+  ...CREDENTIAL_SYMBOLS,
+  ...SOCKET_SYMBOLS,
+  ...MEMORY_SYMBOLS,
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The C library's functions and variables as Deno binds them. */
@@ -254,29 +300,34 @@ interface Named {
   readonly optional?: boolean;
 }
 
-/**
- * One symbol, bound: its address looked up alone (a static: nothing compiled), a function
- * called through that address (`Deno.UnsafeFnPointer`, a few microseconds a call) until it has
- * been called CALLS_BEFORE_COMPILING times (waitpid in a storm of orphans, kill while
- * forwarding), then through a compiled trampoline that `replace` puts in its place.
- */
-function bind(key: string, replace: (bound: unknown) => void): unknown {
-  const definition: Deno.ForeignFunction | Deno.ForeignStatic =
-    LIBC_SYMBOLS[key as keyof typeof LIBC_SYMBOLS];
-  const { name, optional } = definition as Named;
-  const lookup = {
-    type: "pointer",
-    ...(name === undefined ? {} : { name }),
-    ...(optional === undefined ? {} : { optional }),
-  } as Deno.ForeignStatic;
-  let address: Deno.PointerValue;
+/** A group's addresses (statics: nothing compiled), looked up in one `Deno.dlopen`. */
+function lookUp(group: Deno.ForeignLibraryInterface): Record<string, Deno.PointerValue> {
+  const statics: Record<string, Deno.ForeignStatic> = {};
+  for (const [key, definition] of Object.entries(group)) {
+    const { name, optional } = definition as Named;
+    statics[key] = {
+      type: "pointer",
+      ...(name === undefined ? {} : { name }),
+      ...(optional === undefined ? {} : { optional }),
+    } as Deno.ForeignStatic;
+  }
   try {
-    address = Deno.dlopen(LIBC, { [key]: lookup }).symbols[key] as Deno.PointerValue;
+    return Deno.dlopen(LIBC, statics).symbols as Record<string, Deno.PointerValue>;
   } catch (err: unknown) {
     throw cannotLoad(err);
   }
-  // A variable (environ): its address is what Deno gives. An optional function missing from
-  // this C library: null.
+}
+
+/**
+ * One symbol, bound at its address: a function is called through it (`Deno.UnsafeFnPointer`,
+ * a few microseconds a call) until it has been called CALLS_BEFORE_COMPILING times (waitpid
+ * in a storm of orphans, kill while forwarding), then through a compiled trampoline that
+ * `replace` puts in its place. A variable (environ) is its address; an optional function
+ * missing from this C library is null.
+ */
+function bind(key: string, address: Deno.PointerValue, replace: (bound: unknown) => void): unknown {
+  const definition: Deno.ForeignFunction | Deno.ForeignStatic =
+    LIBC_SYMBOLS[key as keyof typeof LIBC_SYMBOLS];
   if (!("parameters" in definition) || address === null) return address;
   const pointer = new Deno.UnsafeFnPointer(
     address as Deno.PointerObject<typeof definition>,
@@ -294,9 +345,11 @@ function bind(key: string, replace: (bound: unknown) => void): unknown {
 /**
  * The C library, at the price of what a program calls: `Deno.dlopen` compiles a call
  * trampoline for every function it names (about 0.15 ms each, at start), and most of
- * denit's functions are called once or never in a run. Each one is bound on its first use
- * (bind). The library itself is opened at load: a module that imports this one fails to load,
- * with one Error and its cause, where there is no C library to call.
+ * denit's functions are called once or never in a run. A function is bound on its first use
+ * (bind), after one lookup of its group's addresses (a few microseconds a symbol, where one
+ * `Deno.dlopen` per symbol cost about 30). The table is a Proxy over what is bound so far:
+ * nothing is set up per symbol at load. The library itself is opened at load: a module that
+ * imports this one fails to load, with one Error and its cause, where there is no C library.
  */
 function openLibc(): Libc {
   try {
@@ -304,21 +357,23 @@ function openLibc(): Libc {
   } catch (err: unknown) {
     throw cannotLoad(err);
   }
-  const table: Record<string, unknown> = {};
-  for (const key of Object.keys(LIBC_SYMBOLS)) {
-    const replace = (value: unknown) =>
-      Object.defineProperty(table, key, { value, writable: true, enumerable: true });
-    Object.defineProperty(table, key, {
-      configurable: true,
-      enumerable: true,
-      get: () => {
-        const bound = bind(key, replace);
-        replace(bound);
-        return bound;
-      },
-    });
-  }
-  return table as Libc;
+  const addresses = new Map<Deno.ForeignLibraryInterface, Record<string, Deno.PointerValue>>();
+  const bound: Record<string, unknown> = {};
+  return new Proxy(bound, {
+    get(table, key) {
+      if (typeof key !== "string") return undefined;
+      const value = table[key];
+      if (value !== undefined) return value;
+      const group = GROUPS.find((candidate) => Object.hasOwn(candidate, key));
+      if (group === undefined) return undefined;
+      let found = addresses.get(group);
+      if (found === undefined) addresses.set(group, found = lookUp(group));
+      const replace = (fn: unknown) => {
+        table[key] = fn;
+      };
+      return table[key] = bind(key, found[key] ?? null, replace);
+    },
+  }) as Libc;
 }
 
 /** The C library's functions (see openLibc); per thread, as every module is. */
