@@ -157,7 +157,7 @@ function classNames(klass: Node, parent: Node | null): string[] {
 function convertible(method: Node, klass: Node, classParent: Node | null, extended: Set<string>) {
   const fn = method.value as Node;
   if (method.kind !== "method" || method.computed === true || fn.generator === true) return false;
-  if (!(fn.params as Node[]).every((param) => param.type === "Identifier")) return false;
+  if (!(fn.params as Node[]).every(plainParameter)) return false;
   if (isNode(klass.superClass)) return false;
   // Moved already (the stub of an earlier pass): once is all.
   const members = ((klass.body as Node).body as Node[]).map((member) => member.key);
@@ -174,6 +174,14 @@ function convertible(method: Node, klass: Node, classParent: Node | null, extend
     node.type === "Super" || node.type === "MetaProperty" ||
     (node.type === "Identifier" && node.name === "arguments")
   );
+}
+
+/** A parameter a moved method can keep as it is: a name, or a name with a literal default. */
+function plainParameter(param: Node): boolean {
+  if (param.type === "Identifier") return true;
+  const { left, right } = param as { left?: unknown; right?: unknown };
+  return param.type === "AssignmentPattern" && isNode(left) && left.type === "Identifier" &&
+    isNode(right) && right.type === "Literal";
 }
 
 /** One rewrite of the source, over the range of its node. */
@@ -243,21 +251,30 @@ export function markEager(source: string, ranges: readonly Range[]): {
     const key = method.key as Node;
     return key.type === "PrivateIdentifier" ? `#${key.name}` : `#eager_${key.name}`;
   };
+  /** The parameters as written (defaults included), and their names. */
   const parameters = (method: Node): string =>
-    ((method.value as Node).params as Node[]).map((param) => String(param.name)).join(",");
+    ((method.value as Node).params as Node[]).map((p) => source.slice(p.start, p.end)).join(",");
+  const names = (method: Node): string =>
+    ((method.value as Node).params as Node[]).map((p) =>
+      String(p.type === "AssignmentPattern" ? (p.left as Node).name : p.name)
+    ).join(",");
   const prefix = (method: Node): string => method.static === true ? "static " : "";
+  // V8 compiles a parenthesised arrow with its surroundings, but not an async one: an async
+  // method becomes a parenthesised async function bound to the instance (or the class).
   const field = (method: Node): string => {
     const fn = method.value as Node;
-    const body = fn.body as Node;
-    return `${prefix(method)}${fieldName(method)}=(${fn.async === true ? "async " : ""}(${
-      parameters(method)
-    })=>${render(body.start, body.end)});`;
+    const body = render((fn.body as Node).start, (fn.body as Node).end);
+    const value = fn.async === true
+      ? `(async function(${parameters(method)})${body}).bind(this)`
+      : `((${parameters(method)})=>${body})`;
+    return `${prefix(method)}${fieldName(method)}=${value};`;
   };
   const stub = (method: Node): string => {
     const key = method.key as Node;
     if (key.type === "PrivateIdentifier") return "";
-    const list = parameters(method);
-    return `${prefix(method)}${key.name}(${list}){return this.${fieldName(method)}(${list})}`;
+    return `${prefix(method)}${key.name}(${parameters(method)}){return this.${fieldName(method)}(${
+      names(method)
+    })}`;
   };
   const rewrite = (region: Region): string => {
     switch (region.kind) {

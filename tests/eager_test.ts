@@ -9,8 +9,8 @@ import { compiledRanges, functionLog, markEager, PLAIN_START } from "../build/ea
 
 /**
  * A module with each kind of function: declarations, arrows, methods (private, public, static,
- * one that reads `arguments`, one that a subclass overrides), a getter, unused code; exports at
- * the end, as in a bundle. What it prints covers what a method's new form could change.
+ * async with a default, one that reads `arguments`, one that a subclass overrides), a getter,
+ * unused code; exports at the end, as in a bundle. What it prints covers what a method's new form could change.
  */
 const SAMPLE = `function used(x) { return helper(x) + 1; }
 function helper(x) { return [1, 2].map((v) => v * x).reduce((a, b) => a + b, 0); }
@@ -23,6 +23,7 @@ class Box {
   #read() { return this.value; }
   static make() { return new this(); }
   count() { return arguments.length; }
+  async later(by = 3) { await null; return this.#n * by; }
 }
 class Base { name() { return "base"; } }
 class Derived extends Base { name() { return "derived " + super.name(); } }
@@ -30,6 +31,7 @@ const early = used(1);
 const late = () => Box.make().twice(2) + used(2) + new Box().count(1, 2);
 const box = new Box();
 const shape = [Object.keys(box), Object.getOwnPropertyNames(Box.prototype), Box.make.length];
+shape.push(box.later.length, await box.later(), await box.later(2));
 console.log(JSON.stringify([early, late(), arrow(3), new Derived().name(), new Base().name(), shape]));
 export { used };
 `;
@@ -51,22 +53,30 @@ Deno.test("the called functions are marked eager, V8 compiles none of them lazil
     const called = compiledRanges(before, "lazy.js");
     const { source, report } = markEager(SAMPLE, called);
     // used and helper hoisted; the map, reduce, late and arrow arrows in parentheses; twice,
-    // #read and make moved to fields; the getter, count (arguments) and both name() (a
+    // #read, make and later moved to fields; the getter, count (arguments) and both name() (a
     // subclass) have no eager form; unused was never called.
-    assertEquals(report, { expressions: 4, declarations: 2, methods: 3, left: 4 });
+    assertEquals(report, { expressions: 4, declarations: 2, methods: 4, left: 4 });
     assertOk(source.startsWith("var used=(function used(x)"), source);
     assertOk(source.includes("var helper=(function helper(x)"), source);
     assertOk(source.includes("function unused() { return 0; }"), source);
     assertOk(source.includes(".map(((v) => v * x))"), source);
     assertOk(source.includes("#read=(()=>{ return this.value; });"), source);
     assertOk(source.includes("twice(by){return this.#eager_twice(by)}"), source);
+    // V8 compiles a parenthesised async arrow only when it is called: an async function, bound.
+    assertOk(
+      source.includes(
+        "#eager_later=(async function(by = 3){ await null; return this.#n * by; }).bind(this);",
+      ),
+      source,
+    );
+    assertOk(source.includes("later(by = 3){return this.#eager_later(by)}"), source);
     await Deno.writeTextFile(`${dir}/eager.js`, source);
     assertEquals(await output(`${dir}/eager.js`), await output(`${dir}/lazy.js`));
     const lazily = (log: string, file: string, text: string) =>
       compiledRanges(log, file, "parse-function").map(([start, end]) => text.slice(start, end))
         .sort();
     // Compiled lazily before: every function called.
-    assertEquals(lazily(before, "lazy.js", SAMPLE).length, 16);
+    assertEquals(lazily(before, "lazy.js", SAMPLE).length, 17);
     const after = await functionLog(`${dir}/eager.js`, []);
     // After: the three classes' constructors (empty ranges), what has no eager form, and the
     // stubs of the public methods (a line each).
@@ -79,6 +89,7 @@ Deno.test("the called functions are marked eager, V8 compiles none of them lazil
       "() { return arguments.length; }",
       "() { return this.#n; }",
       "(){return this.#eager_make()}",
+      "(by = 3){return this.#eager_later(by)}",
       "(by){return this.#eager_twice(by)}",
     ]);
   } finally {

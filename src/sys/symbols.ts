@@ -360,7 +360,8 @@ function openLibc(): Libc {
   const addresses = new Map<Deno.ForeignLibraryInterface, Record<string, Deno.PointerValue>>();
   const bound: Record<string, unknown> = {};
   return new Proxy(bound, {
-    get(table, key) {
+    // An arrow, not a method: the build compiles it with the bundle (build/eager.ts).
+    get: (table, key) => {
       if (typeof key !== "string") return undefined;
       const value = table[key];
       if (value !== undefined) return value;
