@@ -10,7 +10,8 @@
  * cache keeps it; a function declaration has no such form, so it becomes a parenthesised
  * expression assigned at the top of the bundle (where a top-level declaration is instantiated
  * anyway), and a class method a field that holds a parenthesised arrow (V8 compiles a class's
- * field initialisers with the script). Only what a plain start calls is marked: marking
+ * field initialisers with the script), or for an async method a parenthesised async function
+ * bound to the instance (V8 compiles a parenthesised async arrow only when it is called). Only what a plain start calls is marked: marking
  * everything would compile code that never runs at every start without a cache (the image's
  * launcher gives the runtime none). Accessors, constructors and object methods stay lazy.
  *
@@ -148,11 +149,12 @@ function classNames(klass: Node, parent: Node | null): string[] {
 /**
  * A method whose body can move to a private field holding an arrow (`#m(a){...}` becomes
  * `#m=((a)=>{...});`, and `m(a){...}` a stub `m(a){return this.#eager_m(a)}` beside the field
- * `#eager_m=((a)=>{...});`, so that nothing enumerable changes): a plain method (not an
- * accessor, a constructor or a generator) with a fixed name and plain parameters, of a class
- * that extends nothing and that nothing extends, whose body has no `arguments`, `super` or
- * `new.target` (an arrow would see other ones). The arrow's `this` is the instance (for a
- * static method, the class), as the method's is when called on it.
+ * `#eager_m=((a)=>{...});`, so that nothing enumerable changes; an async one holds
+ * `(async function(a){...}).bind(this)`): a plain method (not an accessor, a constructor or a
+ * generator) with a fixed name and parameters that are names (with literal defaults at most),
+ * of a class that extends nothing and that nothing extends, whose body has no `arguments`,
+ * `super` or `new.target` (an arrow would see other ones). The field's `this` is the instance
+ * (for a static method, the class), as the method's is when called on it.
  */
 function convertible(method: Node, klass: Node, classParent: Node | null, extended: Set<string>) {
   const fn = method.value as Node;
@@ -194,8 +196,8 @@ type Region =
 /**
  * The source with every called function it can mark made eager: expressions and arrows in
  * parentheses, top-level declarations as `var NAME=(function NAME(...){...});` at the top,
- * and methods as fields holding parenthesised arrows at the start of their class body (V8
- * compiles a class's field initialisers, and the arrows in them, with the script).
+ * and methods as fields holding parenthesised arrows (or bound async functions) at the start of
+ * their class body (V8 compiles a class's field initialisers, and those in them, with the script).
  */
 export function markEager(source: string, ranges: readonly Range[]): {
   source: string;

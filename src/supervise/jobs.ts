@@ -104,7 +104,8 @@ const SERVICE_HEAP = "--v8-flags=--max-old-space-size=64";
 /**
  * The service is the OOM killer's first pick in its container (oom_score_adj 1000: raising a
  * value needs no privilege), as soon as its spawn answers, while its runtime is still loading:
- * its death loses nothing (denit holds the jobs and starts it again), whereas denit's ends the container.
+ * its death loses nothing (denit holds the jobs and starts it again), whereas denit's ends the
+ * container.
  */
 function preferAsOomVictim(pid: number): void {
   try {

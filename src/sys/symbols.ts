@@ -325,9 +325,12 @@ function lookUp(group: Deno.ForeignLibraryInterface): Record<string, Deno.Pointe
  * `replace` puts in its place. A variable (environ) is its address; an optional function
  * missing from this C library is null.
  */
-function bind(key: string, address: Deno.PointerValue, replace: (bound: unknown) => void): unknown {
-  const definition: Deno.ForeignFunction | Deno.ForeignStatic =
-    LIBC_SYMBOLS[key as keyof typeof LIBC_SYMBOLS];
+function bind(
+  key: string,
+  definition: Deno.ForeignFunction | Deno.ForeignStatic,
+  address: Deno.PointerValue,
+  replace: (bound: unknown) => void,
+): unknown {
   if (!("parameters" in definition) || address === null) return address;
   const pointer = new Deno.UnsafeFnPointer(
     address as Deno.PointerObject<typeof definition>,
@@ -365,14 +368,17 @@ function openLibc(): Libc {
       if (typeof key !== "string") return undefined;
       const value = table[key];
       if (value !== undefined) return value;
-      const group = GROUPS.find((candidate) => Object.hasOwn(candidate, key));
-      if (group === undefined) return undefined;
+      const group: Deno.ForeignLibraryInterface | undefined = GROUPS.find((candidate) =>
+        Object.hasOwn(candidate, key)
+      );
+      const definition = group?.[key];
+      if (group === undefined || definition === undefined) return undefined;
       let found = addresses.get(group);
       if (found === undefined) addresses.set(group, found = lookUp(group));
       const replace = (fn: unknown) => {
         table[key] = fn;
       };
-      return table[key] = bind(key, found[key] ?? null, replace);
+      return table[key] = bind(key, definition, found[key] ?? null, replace);
     },
   }) as Libc;
 }
