@@ -5,6 +5,7 @@
  */
 
 import * as grpc from "@grpc/grpc-js";
+import { SILENT_CONNECTION_MS } from "../src/jobs/serve.ts";
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
 import {
   DENIT,
@@ -348,6 +349,39 @@ function connectionsOf(pid: number, socket: string): number {
   }
   return count;
 }
+
+Deno.test("job service: a connection that sends nothing is closed after 5 s; one that spoke is kept", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const service = servicePidOf(s.pid);
+    await call((cb) => s.client.List({}, cb)); // the client's connection has spoken
+    const silent = await Deno.connect({ transport: "unix", path: s.socket });
+    const accepted = performance.now();
+    // The server's HTTP/2 settings come at once; then its close: end of file, or a reset.
+    // Past the bound, this side closes it (and the time says the service did not).
+    let closedHere = false;
+    const bound = setTimeout(() => {
+      closedHere = true;
+      silent.close();
+    }, SILENT_CONNECTION_MS + 5000);
+    const buffer = new Uint8Array(4096);
+    while (await silent.read(buffer).catch(() => null) !== null) {
+      // what the server sent before closing
+    }
+    const waitedMs = performance.now() - accepted;
+    clearTimeout(bound);
+    if (!closedHere) silent.close();
+    assertOk(
+      waitedMs >= SILENT_CONNECTION_MS - 100 && waitedMs < SILENT_CONNECTION_MS + 5000,
+      `closed after ${waitedMs.toFixed(0)} ms`,
+    );
+    await waitUntil(() => connectionsOf(service, s.socket) === 1, "the silent one gone");
+    await call((cb) => s.client.List({}, cb)); // on the connection that was kept
+    assertEquals(connectionsOf(service, s.socket), 1, "the client had to connect again");
+  } finally {
+    await s.stop();
+  }
+});
 
 Deno.test("job service: caps on connections (64), streams (128) and running jobs (256)", async () => {
   const s = await new Service("subreaper").ready();

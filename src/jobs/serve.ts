@@ -30,6 +30,12 @@ import { prepareSpool } from "../common/job_paths.ts";
 
 /** Connections at once; beyond them a new one is closed at once (clients retry). */
 export const MAX_CONNECTIONS = 64;
+/**
+ * A connection that has sent nothing this long after it was accepted is closed: a gRPC client
+ * sends HTTP/2's preface at once, and a silent one would hold one of the MAX_CONNECTIONS for
+ * good (as would one its client closed at once, which this runtime at times never reports).
+ */
+export const SILENT_CONNECTION_MS = 5000;
 /** Streams at once on one connection (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS). */
 const STREAMS_PER_CONNECTION = 16;
 
@@ -172,7 +178,7 @@ function runDirectory(spool: string, parent: number): string {
 /**
  * Accepts connections on the socket denit gave (listening, at LISTEN_FD), at most
  * MAX_CONNECTIONS at once, and hands each to grpc-js (its connection injector): grpc-js alone
- * has no limit on connections. A connection that waited while no service ran is accepted now.
+ * has no limit on connections. One that says nothing for SILENT_CONNECTION_MS is closed. A connection that waited while no service ran is accepted now.
  */
 async function listen(server: grpc.Server, log: Logger): Promise<void> {
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
@@ -187,7 +193,13 @@ async function listen(server: grpc.Server, log: Logger): Promise<void> {
       return;
     }
     open++;
-    connection.once("close", () => open--);
+    const silent = setTimeout(() => {
+      if (connection.bytesRead === 0) connection.destroy();
+    }, SILENT_CONNECTION_MS);
+    connection.once("close", () => {
+      open--;
+      clearTimeout(silent);
+    });
     injector.injectConnection(connection);
   });
   await new Promise<void>((resolve, reject) => {
