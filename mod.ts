@@ -81,7 +81,7 @@ export async function main(args: readonly string[]): Promise<number> {
   // that every listener exists the kernel delivers what is pending.
   const launch = launchInfo();
   if (launch !== null) {
-    const process = await import("./src/sys/process.ts");
+    const process = await import("./src/sys/launch.ts");
     process.unblockSignals(inbox.signals);
     // On a terminal the launcher lent the runtime /dev/null as stderr while it booted.
     if (launch.stderr !== null) process.moveDescriptor(launch.stderr, 2);

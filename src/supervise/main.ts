@@ -66,7 +66,7 @@ function describe(err: unknown): string {
 async function restoreLaunchEnvironment(): Promise<string[]> {
   const fd = launchInfo()?.memfd;
   if (fd === undefined) return [];
-  const { closeDescriptor, setEnvironment } = await import("../sys/process.ts");
+  const { closeDescriptor, setEnvironment } = await import("../sys/launch.ts");
   let bytes: Uint8Array;
   try {
     bytes = await Deno.readFile(`/proc/self/fd/${fd}`);

@@ -5,7 +5,7 @@
  */
 
 import { SPAWN_WORKER_NAME, workerScope } from "../common/workers.ts";
-import type { SpawnRequest, SpawnResult } from "../sys/process.ts";
+import { spawn, type SpawnRequest, type SpawnResult } from "../sys/process.ts";
 import type { RunAs } from "./user.ts";
 
 /** Main thread → spawner: drop to `user` (once), then spawn. */
@@ -21,7 +21,6 @@ type FromSpawner =
 export async function serveSpawns(): Promise<void> {
   const scope = workerScope<ToSpawner, FromSpawner>();
   const { dropThreadPrivileges } = await import("../sys/credentials.ts");
-  const { spawn } = await import("../sys/process.ts");
   let dropped = false;
   scope.onmessage = (event) => {
     const { user, request } = event.data;

@@ -469,9 +469,13 @@ export class Supervisor {
     void this.#dropCodePages(true);
   }
 
-  async #dropCodePages(limited = this.#memoryLimit !== null): Promise<void> {
+  /**
+   * `urgent`: even without a memory limit. A literal default, so that the build compiles this
+   * method with the bundle (build/eager.ts).
+   */
+  async #dropCodePages(urgent = false): Promise<void> {
     // Only under a memory limit: without one there is no OOM killer's choice to steer.
-    if (this.#finished || !limited) return;
+    if (this.#finished || !(urgent || this.#memoryLimit !== null)) return;
     try {
       // Loaded on first use: a run shorter than DROP_AFTER_START_MS never pays for it.
       const memory = await (this.#pages ??= import("../sys/memory.ts"));

@@ -351,16 +351,14 @@ function bind(
  * denit's functions are called once or never in a run. A function is bound on its first use
  * (bind), after one lookup of its group's addresses (a few microseconds a symbol, where one
  * `Deno.dlopen` per symbol cost about 30). The table is a Proxy over what is bound so far:
- * nothing is set up per symbol at load. The library itself is opened at load: a module that
- * imports this one fails to load, with one Error and its cause, where there is no C library.
+ * nothing is set up per symbol at load. The start group is looked up at load, which opens the
+ * library too (one `Deno.dlopen`, where an empty one to check the library came first): a
+ * module that imports this one fails to load, with one Error and its cause, where there is no
+ * C library.
  */
 function openLibc(): Libc {
-  try {
-    Deno.dlopen(LIBC, {}).close(); // no symbols: nothing to compile
-  } catch (err: unknown) {
-    throw cannotLoad(err);
-  }
   const addresses = new Map<Deno.ForeignLibraryInterface, Record<string, Deno.PointerValue>>();
+  addresses.set(START_SYMBOLS, lookUp(START_SYMBOLS));
   const bound: Record<string, unknown> = {};
   return new Proxy(bound, {
     // An arrow, not a method: the build compiles it with the bundle (build/eager.ts).
