@@ -193,6 +193,23 @@ async function withMemoryCgroup(mib: number, fn: (cgroup: string) => Promise<voi
   }
 }
 
+Deno.test({
+  name: "the runtime's idle code pages are dropped under a memory limit, and left without one",
+  ignore: MEMORY_V1 === null,
+  fn: async () => {
+    // The first drop comes right after the spawn (milliseconds); the child outlives it by far.
+    const dropped = /debug: dropped the runtime's idle code pages mappings=\d+/;
+    const argv = [...DENIT, "-s", "-vv", "--", "sleep", "1"];
+    let limited = "";
+    await withMemoryCgroup(256, async (cgroup) => {
+      limited = (await run([...inCgroup(cgroup), ...argv])).stderr;
+    });
+    const unlimited = (await run(argv)).stderr;
+    assertMatch(limited, dropped);
+    assertOk(!/code pages/.test(unlimited), unlimited);
+  },
+});
+
 /**
  * The interpreter itself: a `python3` found first on PATH may be a shim (pyenv's is a bash
  * script with helper processes), which would make the child a crowd of shells.
