@@ -228,7 +228,13 @@ export class Running {
    */
   async stop(timeoutMs = 5000): Promise<void> {
     this.kill("SIGTERM");
-    const timer = setTimeout(() => this.kill("SIGKILL"), timeoutMs);
+    // A denit that must be killed leaves its child behind (a failed test's, say): every process
+    // below it is listed first, and killed by pid after it.
+    const timer = setTimeout(() => {
+      const below = descendants(this.child.pid);
+      this.kill("SIGKILL");
+      for (const pid of below) killQuietly(pid);
+    }, timeoutMs);
     await this.child.status.catch(() => {/* reported by status(), if the test asked */});
     clearTimeout(timer);
     // An orphan of a killed denit can hold the pipes open: the test fails, it does not hang.
@@ -250,6 +256,45 @@ export class Running {
     } catch {
       // Already exited: nothing left to signal.
     }
+  }
+}
+
+/** Every process below `pid` (children of all its threads, recursively), parents first. */
+export function descendants(pid: number): number[] {
+  const found: number[] = [];
+  const visit = (parent: number) => {
+    let tasks: string[] = [];
+    try {
+      tasks = [...Deno.readDirSync(`/proc/${parent}/task`)].map((entry) => entry.name);
+    } catch {
+      return; // Gone: nothing below it.
+    }
+    for (const task of tasks) {
+      let children = "";
+      try {
+        children = Deno.readTextFileSync(`/proc/${parent}/task/${task}/children`);
+      } catch {
+        continue; // The thread ended while listing.
+      }
+      for (const word of children.trim().split(" ")) {
+        const child = Number(word);
+        if (child > 0 && !found.includes(child)) {
+          found.push(child);
+          visit(child);
+        }
+      }
+    }
+  };
+  visit(pid);
+  return found;
+}
+
+/** SIGKILL to a pid, ignoring one that is already gone. */
+function killQuietly(pid: number): void {
+  try {
+    Deno.kill(pid, "SIGKILL");
+  } catch {
+    // Already gone.
   }
 }
 
