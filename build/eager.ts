@@ -11,9 +11,10 @@
  * expression assigned at the top of the bundle (where a top-level declaration is instantiated
  * anyway), and a class method a field that holds a parenthesised arrow (V8 compiles a class's
  * field initialisers with the script), or for an async method a parenthesised async function
- * bound to the instance (V8 compiles a parenthesised async arrow only when it is called). Only what a plain start calls is marked: marking
- * everything would compile code that never runs at every start without a cache (the image's
- * launcher gives the runtime none). Accessors, constructors and object methods stay lazy.
+ * bound to the instance (V8 compiles a parenthesised async arrow only when it is called). Only
+ * what a plain start calls is marked: marking everything would compile code that never runs at
+ * every start without a cache (the image's launcher gives the runtime none). Accessors,
+ * constructors and object methods stay lazy.
  *
  * Which functions a plain start calls comes from V8 itself: the bundle runs once,
  * `denit -s -- deno --version`, under `--log-function-events`, and every function V8 compiled

@@ -1,5 +1,7 @@
 /** Shared test helpers: paths, spawning denit for real, reading its output as events. */
 
+import { descendants } from "../src/supervise/leftovers.ts";
+
 export const ROOT = new URL("..", import.meta.url).pathname;
 export const DENO = `${ROOT}.deno/bin/deno`;
 export const FIXTURES = `${ROOT}fixtures`;
@@ -229,7 +231,7 @@ export class Running {
   async stop(timeoutMs = 5000): Promise<void> {
     this.kill("SIGTERM");
     // A denit that must be killed leaves its child behind (a failed test's, say): every process
-    // below it is listed first, and killed by pid after it.
+    // below it is listed first (denit's own walk, leftovers.ts), and killed by pid after it.
     const timer = setTimeout(() => {
       const below = descendants(this.child.pid);
       this.kill("SIGKILL");
@@ -257,36 +259,6 @@ export class Running {
       // Already exited: nothing left to signal.
     }
   }
-}
-
-/** Every process below `pid` (children of all its threads, recursively), parents first. */
-export function descendants(pid: number): number[] {
-  const found: number[] = [];
-  const visit = (parent: number) => {
-    let tasks: string[] = [];
-    try {
-      tasks = [...Deno.readDirSync(`/proc/${parent}/task`)].map((entry) => entry.name);
-    } catch {
-      return; // Gone: nothing below it.
-    }
-    for (const task of tasks) {
-      let children = "";
-      try {
-        children = Deno.readTextFileSync(`/proc/${parent}/task/${task}/children`);
-      } catch {
-        continue; // The thread ended while listing.
-      }
-      for (const word of children.trim().split(" ")) {
-        const child = Number(word);
-        if (child > 0 && !found.includes(child)) {
-          found.push(child);
-          visit(child);
-        }
-      }
-    }
-  };
-  visit(pid);
-  return found;
 }
 
 /** SIGKILL to a pid, ignoring one that is already gone. */

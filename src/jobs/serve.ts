@@ -178,7 +178,8 @@ function runDirectory(spool: string, parent: number): string {
 /**
  * Accepts connections on the socket denit gave (listening, at LISTEN_FD), at most
  * MAX_CONNECTIONS at once, and hands each to grpc-js (its connection injector): grpc-js alone
- * has no limit on connections. One that says nothing for SILENT_CONNECTION_MS is closed. A connection that waited while no service ran is accepted now.
+ * has no limit on connections. One that says nothing for SILENT_CONNECTION_MS is closed. A
+ * connection that waited while no service ran is accepted now.
  */
 async function listen(server: grpc.Server, log: Logger): Promise<void> {
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());

@@ -52,10 +52,10 @@ function childrenOf(pid: number | "self"): number[] {
   return found;
 }
 
-/** Every descendant of this process, children first, each once. */
-export function descendants(): number[] {
+/** Every descendant of `root` (this process unless given), children first, each once. */
+export function descendants(root: number | "self" = "self"): number[] {
   const seen = new Set<number>();
-  const queue = childrenOf("self");
+  const queue = childrenOf(root);
   for (let pid = queue.shift(); pid !== undefined; pid = queue.shift()) {
     if (seen.has(pid)) continue;
     seen.add(pid);
