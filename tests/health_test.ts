@@ -11,6 +11,7 @@ import {
   rawHttp,
   run,
   Running,
+  WallClock,
 } from "./helpers.ts";
 
 /** denit with its health endpoint on `address` over a child that prints "ready" and sleeps. */
@@ -270,10 +271,12 @@ Deno.test("a flood of 600 idle connections: fds stay bounded and probes still an
   }
 });
 
-Deno.test("/healthz turns 503 while the supervisor's loop stalls, and 200 once it turns", async () => {
+Deno.test("/healthz turns 503 while the supervisor's loop stalls and 200 once it turns, whatever the wall clock does", async () => {
   // denit's stderr is a pipe this test leaves unread until the end; the child fills it, so
   // denit's next log line (-v: one per forwarded signal) blocks its main thread in write(2).
   // The endpoint's own thread goes on answering, and must say that the loop stopped turning.
+  // Meanwhile the wall clock steps back an hour (the stall must still show) and forward again
+  // (a loop that turns must still show as one).
   const port = freePort();
   const script = "echo ready; head -c 200000 /dev/zero >&2 & exec sleep 60";
   const proc = new Deno.Command(DENIT[0] ?? "", {
@@ -283,32 +286,45 @@ Deno.test("/healthz turns 503 while the supervisor's loop stalls, and 200 once i
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  const healthz = async () => (await get(port, "/healthz")).status;
+  const clock = new WallClock();
+  const seen: string[] = [];
+  const healthz = async () => {
+    const code = (await get(port, "/healthz")).status;
+    seen.push(`${Math.round(performance.now())}:${code}`);
+    return code;
+  };
   try {
     const reader = proc.stdout.getReader();
     await reader.read(); // "ready"
     reader.releaseLock();
-    const stalledBy = Date.now() + 12_000;
+    const stalledBy = performance.now() + 15_000;
     let code = await healthz();
     assertEquals(code, 200);
-    while (code === 200 && Date.now() < stalledBy) {
+    while (code === 200 && performance.now() < stalledBy) {
       proc.kill("SIGWINCH"); // forwarded (sleep ignores it), and logged: the write blocks
       await new Promise((resolve) => setTimeout(resolve, 200));
       code = await healthz();
     }
-    assertEquals(code, 503, "the loop stalled, yet /healthz said ok");
+    assertEquals(code, 503, `the loop stalled, yet /healthz said ok: ${seen.join(" ")}`);
     assertMatch((await get(port, "/healthz")).body, /has not turned for 5 s/);
+    clock.step(-3600);
+    assertEquals(await healthz(), 503, "a step back of the wall clock hid the stall");
     // Drained, the log line goes out and the loop turns again.
     const drained = proc.stderr.pipeTo(new WritableStream());
-    const recoveredBy = Date.now() + 5000;
+    const recoveredBy = performance.now() + 5000;
     while (await healthz() !== 200) {
-      assertOk(Date.now() < recoveredBy, "the loop never turned again");
+      assertOk(performance.now() < recoveredBy, `the loop never turned again: ${seen.join(" ")}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    clock.restore();
+    for (let i = 0; i < 3; i++) {
+      assertEquals(await healthz(), 200, "a step forward of the wall clock failed /healthz");
     }
     proc.kill("SIGTERM");
     assertEquals((await proc.status).code, 143);
     await drained;
   } finally {
+    clock.restore();
     try {
       proc.kill("SIGKILL");
     } catch {

@@ -1,6 +1,7 @@
 /** Shared test helpers: paths, spawning denit for real, reading its output as events. */
 
 import { descendants } from "../src/supervise/leftovers.ts";
+import { assertOk } from "./assert.ts";
 
 export const ROOT = new URL("..", import.meta.url).pathname;
 export const DENO = `${ROOT}.deno/bin/deno`;
@@ -193,12 +194,12 @@ export class Running {
     match: RegExp,
     options: { from?: number; timeoutMs?: number } = {},
   ): Promise<number> {
-    const deadline = Date.now() + (options.timeoutMs ?? 15_000);
+    const deadline = performance.now() + (options.timeoutMs ?? 15_000);
     for (;;) {
       const index = this.lines.findIndex((line, i) => i >= (options.from ?? 0) && match.test(line));
       if (index >= 0) return index;
       if (this.#closed) throw new Error(`output ended without ${match}: ${this.lines.join("|")}`);
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (left <= 0) throw new Error(`timed out waiting for ${match}: ${this.lines.join("|")}`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);
@@ -384,12 +385,35 @@ export async function waitUntil(
   what: string,
   timeoutMs = 15_000,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   while (!predicate()) {
-    if (Date.now() > deadline) {
+    if (performance.now() > deadline) {
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
+/**
+ * Steps this machine's wall clock by `seconds` (root, `date -s`): what NTP or a virtual
+ * machine's resume does to every process. The step is computed from the monotonic clock, so that
+ * two opposite steps leave the clock where it would have been, late by a process start or two.
+ */
+export class WallClock {
+  #steppedBy = 0;
+  readonly #epochAtMs = Date.now() - performance.now();
+
+  step(seconds: number): void {
+    this.#steppedBy += seconds;
+    const target = (this.#epochAtMs + performance.now()) / 1000 + this.#steppedBy;
+    const set = new Deno.Command("date", { args: ["-s", `@${target.toFixed(6)}`], stdout: "null" })
+      .outputSync();
+    assertOk(set.success, `date -s: ${new TextDecoder().decode(set.stderr)}`);
+  }
+
+  /** Back to the real time, if a step is left. */
+  restore(): void {
+    if (this.#steppedBy !== 0) this.step(-this.#steppedBy);
   }
 }
 

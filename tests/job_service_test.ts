@@ -18,6 +18,7 @@ import {
   run,
   Running,
   waitUntil,
+  WallClock,
 } from "./helpers.ts";
 import {
   call,
@@ -277,6 +278,51 @@ Deno.test("job service: started by the first connection, which waits for it; sta
     /the job service was killed by SIGKILL; starting it again at the next connection, 100 ms from now at the earliest/,
   );
   assertEquals(stderr.match(/job service started/g)?.length, 2, stderr);
+});
+
+Deno.test("job service: killed amid a Cancel, the one started again still kills at the grace's end, whatever the wall clock does", async () => {
+  // The grace's end is kept in the job's record as a wall-clock time (the service that resumes
+  // it is another process); a step back of an hour must not make the job outlive its grace.
+  const s = await new Service("subreaper").ready();
+  const clock = new WallClock();
+  let jobPid = 0;
+  try {
+    const c = s.client;
+    const script = 'trap "" TERM; echo ready; exec sleep 60'; // sleep ignores TERM too
+    const job = await call<Job>((cb) => c.Run({ id: "stubborn", argv: ["sh", "-c", script] }, cb));
+    jobPid = s.host(job.pid);
+    await outputMatches(c, "stubborn", /^ready\n$/);
+    const graceMs = 2000;
+    // Its connection breaks when the service dies: the answer comes from the next service.
+    const cancel = call<Job>((cb) => c.Cancel({ id: "stubborn", graceMs }, cb)).catch(() => null);
+    const records = () =>
+      [...Deno.readDirSync(s.spool)].flatMap((run) =>
+        [...Deno.readDirSync(`${s.spool}/${run.name}`)]
+          .filter((entry) => entry.name.endsWith(".json"))
+          .map((entry) => Deno.readTextFileSync(`${s.spool}/${run.name}/${entry.name}`))
+      );
+    await waitUntil(
+      () => records().some((text) => text.includes('"cancel":{')),
+      "the cancel saved",
+    );
+    const cancelledAt = performance.now();
+    Deno.kill(servicePidOf(s.pid), "SIGKILL");
+    clock.step(-3600);
+    await waitUntil(() => !exists(jobPid), "the job killed", graceMs + 3000);
+    const took = performance.now() - cancelledAt;
+    clock.restore();
+    assertOk(took < graceMs + 1000, `the job was killed ${took.toFixed(0)} ms after its cancel`);
+    await cancel;
+    await answering(s.socket);
+    const again = client(s.socket, { "grpc.use_local_subchannel_pool": 1 });
+    const done = await finished(again, "stubborn");
+    again.close();
+    assertEquals([done.status, done.signal], ["CANCELLED", "SIGKILL"]);
+  } finally {
+    clock.restore();
+    if (jobPid > 0 && exists(jobPid)) Deno.kill(jobPid, "SIGKILL");
+    await s.stop();
+  }
 });
 
 Deno.test("job service: 100,000 connections and 10,000 List calls leave its memory flat", async () => {

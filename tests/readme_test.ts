@@ -158,7 +158,7 @@ Deno.test("README's /status fields are the document's fields", () => {
       ignored: 0,
     }),
     supervisorStartedAtMs: 0,
-    lastBeatMs: () => 0,
+    sinceBeatMs: () => 0,
     processStats: () => ({
       residentBytes: 0,
       virtualBytes: 0,

@@ -89,7 +89,7 @@ export class SnapshotBoard {
 
   constructor(buffer: SharedArrayBuffer = new SharedArrayBuffer(SnapshotBoard.BYTES)) {
     this.#header = new Int32Array(buffer, 0, 2); // [sequence, length]
-    this.#beat = new BigInt64Array(buffer, 8, 1); // the writer's last heartbeat, epoch ms
+    this.#beat = new BigInt64Array(buffer, 8, 1); // the writer's last heartbeat, on its clock
     this.#data = new Uint8Array(buffer, 16);
   }
 
@@ -108,12 +108,15 @@ export class SnapshotBoard {
     Atomics.add(this.#header, 0, 1); // even: done
   }
 
-  /** Records that the writer's event loop turned just now. */
+  /**
+   * Records that the writer's event loop turned just now: `nowMs` on the writer's monotonic
+   * clock (`performance.now()`), which no step of the wall clock moves.
+   */
   beat(nowMs: number): void {
     Atomics.store(this.#beat, 0, BigInt(Math.round(nowMs)));
   }
 
-  /** When the writer's event loop last turned (epoch ms; 0 before the first beat). */
+  /** When the writer's event loop last turned, on the writer's clock (0 before the first beat). */
   lastBeatMs(): number {
     return Number(Atomics.load(this.#beat, 0));
   }

@@ -21,8 +21,8 @@ import type { FromHealthWorker, ToHealthWorker } from "./worker.ts";
 /** What the routes read: the supervisor's snapshot, its start time, and its heartbeat. */
 export interface HealthSource extends SnapshotSource {
   readonly supervisorStartedAtMs: number;
-  /** When the supervisor's event loop last turned (epoch ms). */
-  lastBeatMs(): number;
+  /** How long ago the supervisor's event loop last turned (ms, on a monotonic clock). */
+  sinceBeatMs(): number;
   /** This process's figures for the `process_*` metrics. */
   processStats(): ProcessStats;
   /** The settings /status shows. */
@@ -262,7 +262,7 @@ export function route(source: HealthSource, request: HttpRequest): HttpResponse 
       return { status: 200, contentType: METRICS_TYPE, body: metricsText(source) };
     default:
       // Liveness: the supervisor's own event loop turned within the last few heartbeats.
-      return Date.now() - source.lastBeatMs() > 5 * HEARTBEAT_MS ? STALLED : OK;
+      return source.sinceBeatMs() > 5 * HEARTBEAT_MS ? STALLED : OK;
   }
 }
 
@@ -288,13 +288,14 @@ export async function startHealth(
   settings: SupervisorSettings,
 ): Promise<HealthHandle> {
   const board = new SnapshotBoard();
-  board.beat(Date.now());
+  board.beat(performance.now());
   const start: ToHealthWorker = {
     type: "start",
     address,
     board: board.buffer,
     supervisorStartedAtMs,
     settings,
+    sentAtMs: performance.now(),
   };
   const { worker, answer: reply } = await startHelper<ToHealthWorker, FromHealthWorker>(
     HEALTH_WORKER_NAME,
@@ -304,8 +305,9 @@ export async function startHealth(
     worker.terminate();
     throw reply.type === "failed" ? helperError(reply) : new Error("no answer");
   }
-  // The heartbeat proves the supervisor's own loop turns (what /healthz means).
-  const heartbeat = setInterval(() => board.beat(Date.now()), HEARTBEAT_MS);
+  // The heartbeat proves the supervisor's own loop turns (what /healthz means). Monotonic: a
+  // step of the wall clock (NTP, a VM's resume) neither fails /healthz nor hides a stall.
+  const heartbeat = setInterval(() => board.beat(performance.now()), HEARTBEAT_MS);
   return {
     notifySocket: reply.notifySocket,
     publish: (snapshot) => board.write(snapshot),

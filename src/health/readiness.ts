@@ -95,7 +95,7 @@ async function connect(port: number): Promise<Deno.TcpConn> {
 
 /** One HTTP/1.0 GET (no proxy: the check is local, as kubelet's httpGet is). */
 async function httpStatus(port: number, path: string): Promise<number> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
+  const deadline = performance.now() + READY_TIMEOUT_MS;
   const conn = await connect(port);
   try {
     const request = `GET ${path} HTTP/1.0\r\nHost: 127.0.0.1:${port}\r\n` +
@@ -115,7 +115,7 @@ async function httpStatus(port: number, path: string): Promise<number> {
       }
     };
     // A late answer needs no cleanup: the connection is closed below either way.
-    await withTimeout(exchange(), Math.max(1, deadline - Date.now()), () => {});
+    await withTimeout(exchange(), Math.max(1, deadline - performance.now()), () => {});
     const line = new TextDecoder().decode(head.subarray(0, filled)).split("\n")[0] ?? "";
     const match = /^HTTP\/\d\.\d (\d{3})/.exec(line);
     if (match === null) throw new Error("not an HTTP answer");
@@ -198,12 +198,12 @@ export class Readiness {
 
   async #poll(check: Exclude<ReadyCheck, { kind: "notify" }>): Promise<void> {
     for (;;) {
-      const started = Date.now();
+      const started = performance.now();
       const [passing, found] = await probe(check);
       this.#passing = passing;
       this.#lastResult = found;
       this.#checkedAtMs = Date.now();
-      const wait = Math.max(0, READY_INTERVAL_MS - (Date.now() - started));
+      const wait = Math.max(0, READY_INTERVAL_MS - (performance.now() - started));
       await new Promise((resolve) => setTimeout(resolve, wait));
     }
   }

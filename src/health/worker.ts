@@ -18,6 +18,8 @@ export type ToHealthWorker = {
   board: SharedArrayBuffer;
   supervisorStartedAtMs: number;
   settings: SupervisorSettings;
+  /** The main thread's `performance.now()` as it sent this: each thread's clock has its own zero. */
+  sentAtMs: number;
 };
 
 /** Worker → main thread: listening, or why not (the Deno error class name and message). */
@@ -65,13 +67,16 @@ function listen(address: ListenAddress, handler: ConstructorParameters<typeof Ht
 export function serveHealth(): void {
   const scope = workerScope<ToHealthWorker, FromHealthWorker>();
   scope.onmessage = async (event) => {
-    const { address, supervisorStartedAtMs, settings } = event.data;
+    const { address, supervisorStartedAtMs, settings, sentAtMs } = event.data;
+    // The main thread's monotonic clock, read on this one: behind by at most the message's
+    // latency, so that a stall is never seen early.
+    const offsetMs = performance.now() - sentAtMs;
     const board = new SnapshotBoard(event.data.board);
     const stats = new ProcessStatsCache();
     const source = {
       snapshot: () => board.read() ?? STARTING,
       supervisorStartedAtMs,
-      lastBeatMs: () => board.lastBeatMs(),
+      sinceBeatMs: () => performance.now() - offsetMs - board.lastBeatMs(),
       processStats: () => stats.get(),
       settings,
       readiness: () => ready?.view() ?? null,

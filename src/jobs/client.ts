@@ -148,8 +148,8 @@ async function resumable<T>(
     });
     if (result === null) return;
     if (result.code !== grpc.status.UNAVAILABLE) throw failure(result);
-    lostAt ??= Date.now();
-    if (Date.now() - lostAt > RECONNECT_FOR_MS) throw failure(result);
+    lostAt ??= performance.now();
+    if (performance.now() - lostAt > RECONNECT_FOR_MS) throw failure(result);
     await sleep(200);
   }
 }

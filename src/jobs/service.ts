@@ -128,7 +128,7 @@ export class JobService {
   #seq: number;
   #stopping = false;
   #streams = 0;
-  #trimmedAtMs = 0;
+  #trimmedAtMs = -Infinity;
 
   /** The table of the run in `dir`, with every job an earlier service of this run left there. */
   constructor(pump: Pump, dir: string, send: (message: ToJobHost) => void) {
@@ -250,7 +250,9 @@ export class JobService {
     if (cancel === null || job.groupGone !== null) return;
     job.groupGone = Promise.withResolvers<void>();
     this.#send({ type: "watch-group", seq: job.seq });
-    this.#killAfter(job, cancel.atMs + cancel.graceMs - Date.now());
+    // Epoch times, across processes: a step of the wall clock may shorten the wait, never
+    // stretch it past a whole grace from now.
+    this.#killAfter(job, Math.min(cancel.graceMs, cancel.atMs + cancel.graceMs - Date.now()));
   }
 
   /** Jobs denit said it holds, since the service started (until "resumed"). */
@@ -476,7 +478,7 @@ export class JobService {
    * stay resident.
    */
   #trim(): void {
-    const now = Date.now();
+    const now = performance.now();
     if (now - this.#trimmedAtMs < TRIM_EVERY_MS) return;
     this.#trimmedAtMs = now;
     trimHeap();

@@ -268,7 +268,7 @@ export class JobHost {
     }
     this.#channel = channel;
     this.#servicePid = result.pid;
-    this.#serviceStartedAtMs = Date.now();
+    this.#serviceStartedAtMs = performance.now();
     this.#oomKillsAtStart = this.#oomKills();
     preferAsOomVictim(result.pid);
     this.#settings.log.info("job service started", { pid: result.pid });
@@ -537,7 +537,7 @@ export class JobHost {
   }
 
   #serviceEnded(status: ExitStatus): void {
-    const ran = Date.now() - this.#serviceStartedAtMs;
+    const ran = performance.now() - this.#serviceStartedAtMs;
     this.#servicePid = 0;
     this.#channel?.close();
     this.#channel = null;

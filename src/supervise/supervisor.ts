@@ -496,7 +496,7 @@ export class Supervisor {
     this.#zombiesCheckedAtMs = Date.now();
     if (this.#state.name === "running" || this.#state.name === "stopping") this.#refreshOomCount();
     this.#share();
-    const now = Date.now();
+    const now = performance.now();
     if (report.total === 0 || now - this.#zombieWarnedAtMs < ZOMBIE_WARN_EVERY_MS) return;
     this.#zombieWarnedAtMs = now;
     this.#log.warn(zombieWarning(report));

@@ -93,7 +93,7 @@ export class ReapedLog {
   }
 
   /** One reaped process (not the main child). */
-  reaped(pid: number, status: ExitStatus, nowMs: number = Date.now()): void {
+  reaped(pid: number, status: ExitStatus, nowMs: number = performance.now()): void {
     if (nowMs - this.#windowStartMs >= 1000) this.#flush(nowMs);
     if (this.#shown < REAPED_LINES_PER_SECOND) {
       this.#shown++;
@@ -106,7 +106,7 @@ export class ReapedLog {
     this.#suppressed++;
     this.#flushTimer ??= setTimeout(() => {
       this.#flushTimer = null;
-      this.#flush(Date.now());
+      this.#flush(performance.now());
     }, 1000);
   }
 
@@ -127,6 +127,6 @@ export class ReapedLog {
   close(): void {
     if (this.#flushTimer !== null) clearTimeout(this.#flushTimer);
     this.#flushTimer = null;
-    this.#flush(Date.now());
+    this.#flush(performance.now());
   }
 }
