@@ -308,10 +308,11 @@ Deno.test("job service: killed amid a Cancel, the one started again still kills 
     const cancelledAt = performance.now();
     Deno.kill(servicePidOf(s.pid), "SIGKILL");
     clock.step(-3600);
-    await waitUntil(() => !exists(jobPid), "the job killed", graceMs + 3000);
+    await waitUntil(() => !exists(jobPid), "the job killed", graceMs + 10_000);
     const took = performance.now() - cancelledAt;
     clock.restore();
-    assertOk(took < graceMs + 1000, `the job was killed ${took.toFixed(0)} ms after its cancel`);
+    // At most a grace after the next service is up (within 1 s: the test above), not an hour.
+    assertOk(took < graceMs + 3000, `the job was killed ${took.toFixed(0)} ms after its cancel`);
     await cancel;
     await answering(s.socket);
     const again = client(s.socket, { "grpc.use_local_subchannel_pool": 1 });
