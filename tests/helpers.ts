@@ -337,11 +337,29 @@ export function inCgroup(cgroup: string): string[] {
   return ["sh", "-c", `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`, "enter-cgroup"];
 }
 
+/** The ports freePort() handed out in this process: none is handed out twice. */
+const handedOut = new Set<number>();
+
+/**
+ * A port for a server a test starts, free now. Taken below the kernel's range for outgoing
+ * connections (`ip_local_port_range`): a port from that range, closed before the server binds it,
+ * can be taken meanwhile as the source port of any connection on the machine.
+ */
 export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = listener.addr.port;
-  listener.close();
-  return port;
+  const range = Deno.readTextFileSync("/proc/sys/net/ipv4/ip_local_port_range");
+  const low = Math.min(Number(range.split(/\s+/)[0]), 32768);
+  for (let attempt = 0; attempt < 1000; attempt++) {
+    const port = low - 1 - Math.floor(Math.random() * Math.min(12_000, low - 1025));
+    if (handedOut.has(port)) continue;
+    try {
+      Deno.listen({ hostname: "127.0.0.1", port }).close();
+    } catch {
+      continue; // taken
+    }
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error(`no free port below ${low}`);
 }
 
 /** A raw HTTP exchange: writes `request` bytes, reads until the server closes or `until` holds. */
