@@ -422,11 +422,12 @@ export class WallClock {
   readonly #epochAtMs = Date.now() - performance.now();
 
   step(seconds: number): void {
-    this.#steppedBy += seconds;
-    const target = (this.#epochAtMs + performance.now()) / 1000 + this.#steppedBy;
+    const steppedBy = this.#steppedBy + seconds;
+    const target = (this.#epochAtMs + performance.now()) / 1000 + steppedBy;
     const set = new Deno.Command("date", { args: ["-s", `@${target.toFixed(6)}`], stdout: "null" })
       .outputSync();
     assertOk(set.success, `date -s: ${new TextDecoder().decode(set.stderr)}`);
+    this.#steppedBy = steppedBy; // only once it was done: restore() must not undo a failed step
   }
 
   /** Back to the real time, if a step is left. */
