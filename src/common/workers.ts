@@ -42,7 +42,7 @@ export function helperError(failure: HelperFailure): Error {
 
 /**
  * Starts a helper thread on the entry module (`new Worker(Deno.mainModule)`, dispatched by
- * `name`), sends it `start` once it says "ready" (a message sent earlier could be lost), and
+ * `name`), sends it `start()` once it says "ready" (a message sent earlier could be lost), and
  * resolves with its first answer; every later message goes to `later`. A thread that fails
  * to load answers as a failure; one that dies later (an uncaught error) is a failure sent to
  * `later`, and never takes the supervisor's thread with it. The caller terminates the worker
@@ -50,7 +50,7 @@ export function helperError(failure: HelperFailure): Error {
  */
 export async function startHelper<Start, Answer extends { type: string }>(
   name: string,
-  start: Start,
+  start: () => Start,
   later: (message: Answer | HelperFailure) => void = () => {},
 ): Promise<{ worker: Worker; answer: Answer | HelperFailure }> {
   const worker = new Worker(Deno.mainModule, { type: "module", name });
@@ -58,7 +58,7 @@ export async function startHelper<Start, Answer extends { type: string }>(
   let answered = false;
   worker.onmessage = (event: MessageEvent<Answer | { type: "ready" }>) => {
     const message = event.data;
-    if (message.type === "ready") worker.postMessage(start);
+    if (message.type === "ready") worker.postMessage(start());
     else if (answered) later(message as Answer);
     else {
       answered = true;

@@ -289,14 +289,15 @@ export async function startHealth(
 ): Promise<HealthHandle> {
   const board = new SnapshotBoard();
   board.beat(performance.now());
-  const start: ToHealthWorker = {
+  // Built when the thread is ready for it: sentAtMs is the main thread's clock at the send.
+  const start = (): ToHealthWorker => ({
     type: "start",
     address,
     board: board.buffer,
     supervisorStartedAtMs,
     settings,
     sentAtMs: performance.now(),
-  };
+  });
   const { worker, answer: reply } = await startHelper<ToHealthWorker, FromHealthWorker>(
     HEALTH_WORKER_NAME,
     start,
