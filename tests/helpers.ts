@@ -236,7 +236,7 @@ export class Running {
     const timer = setTimeout(() => {
       const below = descendants(this.child.pid);
       this.kill("SIGKILL");
-      for (const pid of below) killQuietly(pid);
+      cleanup(below);
     }, timeoutMs);
     await this.child.status.catch(() => {/* reported by status(), if the test asked */});
     clearTimeout(timer);
@@ -259,15 +259,6 @@ export class Running {
     } catch {
       // Already exited: nothing left to signal.
     }
-  }
-}
-
-/** SIGKILL to a pid, ignoring one that is already gone. */
-function killQuietly(pid: number): void {
-  try {
-    Deno.kill(pid, "SIGKILL");
-  } catch {
-    // Already gone.
   }
 }
 
@@ -326,7 +317,6 @@ export function cleanup(pids: readonly number[]): void {
   }
 }
 
-/** A TCP port that was free a moment ago on 127.0.0.1 (bound to port 0, then released). */
 /** denit's options for a job service whose socket and spool are in `dir`. */
 export function jobsOptions(dir: string): string[] {
   return ["--jobs-socket", `${dir}/jobs.sock`, "--jobs-spool", `${dir}/spool`];

@@ -6,8 +6,10 @@
 
 import * as grpc from "@grpc/grpc-js";
 import { SILENT_CONNECTION_MS } from "../src/jobs/serve.ts";
+import { readRecords } from "../src/jobs/store.ts";
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
 import {
+  cleanup,
   DENIT,
   DENO,
   exists,
@@ -295,16 +297,11 @@ Deno.test("job service: killed amid a Cancel, the one started again still kills 
     const graceMs = 2000;
     // Its connection breaks when the service dies: the answer comes from the next service.
     const cancel = call<Job>((cb) => c.Cancel({ id: "stubborn", graceMs }, cb)).catch(() => null);
-    const records = () =>
-      [...Deno.readDirSync(s.spool)].flatMap((run) =>
-        [...Deno.readDirSync(`${s.spool}/${run.name}`)]
-          .filter((entry) => entry.name.endsWith(".json"))
-          .map((entry) => Deno.readTextFileSync(`${s.spool}/${run.name}/${entry.name}`))
+    const cancelSaved = () =>
+      [...Deno.readDirSync(s.spool)].some((run) =>
+        readRecords(`${s.spool}/${run.name}`).some((record) => record.cancel !== null)
       );
-    await waitUntil(
-      () => records().some((text) => text.includes('"cancel":{')),
-      "the cancel saved",
-    );
+    await waitUntil(cancelSaved, "the cancel saved");
     const cancelledAt = performance.now();
     Deno.kill(servicePidOf(s.pid), "SIGKILL");
     clock.step(-3600);
@@ -321,7 +318,7 @@ Deno.test("job service: killed amid a Cancel, the one started again still kills 
     assertEquals([done.status, done.signal], ["CANCELLED", "SIGKILL"]);
   } finally {
     clock.restore();
-    if (jobPid > 0 && exists(jobPid)) Deno.kill(jobPid, "SIGKILL");
+    if (jobPid > 0) cleanup([jobPid]);
     await s.stop();
   }
 });
