@@ -603,6 +603,96 @@ Deno.test("jobs: a socket path that is taken, or not a socket, fails before the 
   }
 });
 
+/** Runs denit with the job service on `socket` and `spool`; it must refuse before the child runs. */
+async function refused(socket: string, spool: string, reason: RegExp): Promise<void> {
+  const r = await run([
+    ...DENIT,
+    "-s",
+    "--jobs-socket",
+    socket,
+    "--jobs-spool",
+    spool,
+    "--",
+    "sh",
+    "-c",
+    "echo ran",
+  ]);
+  assertEquals([r.code, r.stdout], [125, ""], r.stderr);
+  assertEquals(r.stderr.split("\n").length, 2, r.stderr);
+  assertMatch(r.stderr, reason);
+}
+
+Deno.test("jobs: a spool or socket directory that another user could change is refused", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-trust-" });
+  const nobody = 65534;
+  try {
+    const socket = `${dir}/run/jobs.sock`;
+    // Left by another user (an app run with --user, say): refused whatever its mode.
+    await Deno.mkdir(`${dir}/theirs`, { mode: 0o700 });
+    await Deno.chown(`${dir}/theirs`, nobody, nobody);
+    await refused(
+      socket,
+      `${dir}/theirs`,
+      /job spool: ".*\/theirs" belongs to uid 65534, not to denit's user \(uid 0\) or root\n/,
+    );
+    // Ours but writable by others, or below a directory others may write (not sticky).
+    await Deno.mkdir(`${dir}/open`);
+    await Deno.chmod(`${dir}/open`, 0o777);
+    await refused(socket, `${dir}/open`, /".*\/open" is writable by other users \(mode 0777\)/);
+    await refused(socket, `${dir}/open/spool`, /".*\/open" is writable by other users/);
+    // A link another user owns (they may point it anywhere), even to a good directory.
+    await Deno.mkdir(`${dir}/good`, { mode: 0o700 });
+    await Deno.symlink(`${dir}/good`, `${dir}/link`);
+    assertEquals((await run(["chown", "-h", `${nobody}:${nobody}`, `${dir}/link`])).code, 0);
+    await refused(socket, `${dir}/link/spool`, /".*\/link" belongs to uid 65534/);
+    // The socket's directory too.
+    await refused(`${dir}/theirs/jobs.sock`, `${dir}/spool`, /socket directory: ".*\/theirs"/);
+    // A sticky directory such as /tmp may be on the way; a link of root's is followed.
+    await Deno.mkdir(`${dir}/sticky`);
+    await Deno.chmod(`${dir}/sticky`, 0o1777);
+    await Deno.symlink(`${dir}/sticky`, `${dir}/rootlink`);
+    const ok = await run([
+      ...DENIT,
+      "-s",
+      "--jobs-socket",
+      `${dir}/rootlink/run/jobs.sock`,
+      "--jobs-spool",
+      `${dir}/rootlink/spool`,
+      "--",
+      "sh",
+      "-c",
+      "echo ran",
+    ]);
+    assertEquals([ok.code, ok.stdout, ok.stderr], [0, "ran\n", ""]);
+    assertEquals(((await Deno.stat(`${dir}/sticky/spool`)).mode ?? 0) & 0o7777, 0o700);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("jobs: the service writes no spool file through a link", async () => {
+  const s = await new Service("subreaper").ready();
+  const victim = `${s.dir}/victim`;
+  try {
+    await Deno.writeTextFile(victim, "untouched");
+    const [run] = (await Array.fromAsync(Deno.readDir(s.spool))).map((e) => `${s.spool}/${e.name}`);
+    assertOk(run !== undefined, "no run directory");
+    await Deno.symlink(victim, `${run}/1.json.new`);
+    await Deno.symlink(victim, `${run}/2.out`);
+    const first = await rejection(call((cb) => s.client.Run({ id: "a", argv: ["true"] }, cb)));
+    assertMatch(first.details, /1\.json\.new.*: Too many levels of symbolic links/);
+    assertEquals(await Deno.readTextFile(victim), "untouched");
+    // The service goes on: the next job is not harmed by what was planted for the one before.
+    await Deno.remove(`${run}/1.json.new`);
+    const second = await rejection(call((cb) => s.client.Run({ id: "b", argv: ["true"] }, cb)));
+    assertMatch(second.details, /2\.out.*: Too many levels of symbolic links/);
+    assertEquals(await Deno.readTextFile(victim), "untouched");
+  } finally {
+    const { code, stderr } = await s.stop();
+    assertEquals(code, 143, stderr);
+  }
+});
+
 Deno.test({
   name: "jobs: off, nothing of it loads: the bundle runs without dist/denit-jobs.js beside it",
   ignore: DENIT.length === 1, // a compiled binary holds every module

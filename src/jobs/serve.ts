@@ -26,7 +26,7 @@ import {
   type Outlet,
   type RunFields,
 } from "./service.ts";
-import { prepareSpool } from "../common/job_paths.ts";
+import { prepareTrustedDirectory } from "../common/job_paths.ts";
 
 /** Connections at once; beyond them a new one is closed at once (clients retry). */
 export const MAX_CONNECTIONS = 64;
@@ -228,9 +228,8 @@ export async function serveMain(args: readonly string[]): Promise<number> {
   try {
     const spool = settings.last("spool")?.value ?? "";
     const parent = Number(settings.last("parent")?.value ?? Deno.ppid);
-    prepareSpool(spool);
     const dir = runDirectory(spool, parent);
-    prepareSpool(dir);
+    prepareTrustedDirectory(dir, "job spool:");
     const jobs = new JobService(new Pump(), dir, send);
     service = jobs;
     const server = new grpc.Server({ "grpc.max_concurrent_streams": STREAMS_PER_CONNECTION });

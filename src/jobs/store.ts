@@ -14,7 +14,9 @@ import {
   errnoMessage,
   fileSize,
   openSpoolFile,
+  readNoFollow,
   readSome,
+  replaceFile,
   spliceInto,
   writeAt,
 } from "../sys/pipes.ts";
@@ -28,6 +30,16 @@ export const KEEP_SPOOL_BYTES = 1024 * 1024 * 1024;
 
 /** A job's status, as the contract names it. */
 export type JobStatus = "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** A spool file's text, never read through a link (throws if it cannot be read). */
+function readText(path: string): string {
+  const bytes = readNoFollow(path);
+  if (bytes === null) throw new Error(`Cannot read "${path}"`);
+  return decoder.decode(bytes);
+}
 
 const EAGAIN = 11;
 const EINTR = 4;
@@ -171,7 +183,12 @@ export class Job {
       outputEnded: false,
     };
     const job = new Job(dir, record, false);
-    job.save();
+    try {
+      job.save();
+    } catch (err: unknown) {
+      job.remove();
+      throw err;
+    }
     return job;
   }
 
@@ -200,9 +217,7 @@ export class Job {
 
   /** Writes the record (whole: a new file renamed over the old). */
   save(): void {
-    const path = `${this.#dir}/${this.seq}.json`;
-    Deno.writeTextFileSync(`${path}.new`, JSON.stringify(this.record), { mode: 0o600 });
-    Deno.renameSync(`${path}.new`, path);
+    replaceFile(`${this.#dir}/${this.seq}.json`, encoder.encode(JSON.stringify(this.record)));
   }
 
   /** Room left under the cap, for either stream. */
@@ -254,7 +269,7 @@ export function readRecords(dir: string): JobRecord[] {
   for (const entry of Deno.readDirSync(dir)) {
     if (!/^\d+\.json$/.test(entry.name)) continue;
     try {
-      records.push(JSON.parse(Deno.readTextFileSync(`${dir}/${entry.name}`)) as JobRecord);
+      records.push(JSON.parse(readText(`${dir}/${entry.name}`)) as JobRecord);
     } catch {
       // Unreadable: a record is replaced whole, so this is not one of ours.
     }
@@ -277,7 +292,7 @@ export class JobTable {
     this.#dir = dir;
     let forgotten: Forgotten = { succeeded: 0, failed: 0, cancelled: 0 };
     try {
-      forgotten = JSON.parse(Deno.readTextFileSync(`${dir}/forgotten.json`)) as Forgotten;
+      forgotten = JSON.parse(readText(`${dir}/forgotten.json`)) as Forgotten;
     } catch {
       // None forgotten yet.
     }
@@ -336,9 +351,7 @@ export class JobTable {
       bytes -= job.stdout.stored + job.stderr.stored;
     }
     if (!changed) return;
-    const path = `${this.#dir}/forgotten.json`;
-    Deno.writeTextFileSync(`${path}.new`, JSON.stringify(this.#forgotten), { mode: 0o600 });
-    Deno.renameSync(`${path}.new`, path);
+    replaceFile(`${this.#dir}/forgotten.json`, encoder.encode(JSON.stringify(this.#forgotten)));
   }
 
   counts(): JobCounts {

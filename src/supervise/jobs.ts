@@ -27,7 +27,7 @@ import { dirname } from "../common/paths.ts";
 import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { Channel, channelPair } from "../sys/channel.ts";
 import { UnixListener } from "../sys/listener.ts";
-import { prepareSocketPath, prepareSpool } from "../common/job_paths.ts";
+import { prepareSocketPath, prepareTrustedDirectory } from "../common/job_paths.ts";
 import {
   closeFd,
   destroyFileActions,
@@ -200,7 +200,7 @@ export class JobHost {
   async start(): Promise<void> {
     const { socket, spool } = this.#settings;
     await prepareSocketPath(socket);
-    prepareSpool(spool);
+    prepareTrustedDirectory(spool, "job spool:");
     const missing = missingServiceCode();
     if (missing !== null) throw new Error(`the job service's code is missing: ${missing}`);
     this.#listener = UnixListener.bind(socket);

@@ -5,7 +5,7 @@
  */
 
 import { FILE_ACTIONS_BYTES, O } from "./layout.ts";
-import { closeFd, cString, errno, errnoMessage, libc } from "./symbols.ts";
+import { closeFd, cString, Errno, errno, errnoMessage, libc } from "./symbols.ts";
 
 const F_SETFL = 4; // fcntl.h
 const F_DUPFD_CLOEXEC = 1030; // fcntl.h
@@ -119,7 +119,7 @@ export function writeAll(fd: number, buffer: Uint8Array<ArrayBuffer>, length: nu
     const n = Number(libc.write(fd, rest, BigInt(length - done)));
     if (n < 0) {
       const code = errno();
-      if (code === 4) continue; // EINTR
+      if (code === Errno.EINTR) continue;
       return -code;
     }
     done += n;
@@ -135,6 +135,39 @@ export function openSpoolFile(path: string, keep: boolean): number {
   const flags = O.WRONLY | O.CREAT | (keep ? 0 : O_TRUNC) | O.CLOEXEC | O.NOFOLLOW;
   const fd = libc.open(cString(path), flags, 0o600);
   return fd >= 0 ? fd : -errno();
+}
+
+/**
+ * Replaces `path` whole: `bytes` go to `path.new` (opened without following a link), which is
+ * then renamed over it. Throws with errno's message.
+ */
+export function replaceFile(path: string, bytes: Uint8Array<ArrayBuffer>): void {
+  const fd = openSpoolFile(`${path}.new`, false);
+  if (fd < 0) throw new Error(`Cannot write "${path}.new": ${errnoMessage(-fd)}`);
+  const written = writeAll(fd, bytes, bytes.length);
+  closeFd(fd);
+  if (written < 0) throw new Error(`Cannot write "${path}.new": ${errnoMessage(-written)}`);
+  Deno.renameSync(`${path}.new`, path);
+}
+
+/** The whole of the file at `path`, opened without following a link; null if it cannot be read. */
+export function readNoFollow(path: string): Uint8Array | null {
+  const fd = libc.open(cString(path), O.RDONLY | O.CLOEXEC | O.NOFOLLOW, 0);
+  if (fd < 0) return null;
+  const parts: Uint8Array[] = [];
+  const buffer = new Uint8Array(64 * 1024);
+  for (let n = readSome(fd, buffer); n !== 0; n = readSome(fd, buffer)) {
+    if (n === -Errno.EINTR) continue;
+    if (n < 0) {
+      closeFd(fd);
+      return null;
+    }
+    parts.push(buffer.slice(0, n));
+  }
+  closeFd(fd);
+  const whole = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  parts.reduce((at, part) => (whole.set(part, at), at + part.length), 0);
+  return whole;
 }
 
 /** Writes all of `bytes` at `offset` of the file (lseek, then write): 0, or -errno. */
