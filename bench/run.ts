@@ -6,7 +6,7 @@
  * Usage: run.ts PROBE DENO BUNDLE OUT_DIR [--quick]
  */
 
-import { RUN_FLAGS } from "../src/common/runtime.ts";
+const RUN_FLAGS = ["run", "--quiet", "--no-config", "--no-lock", "--allow-all", "--no-prompt"];
 import { renderChart } from "./chart.ts";
 import { childPids, jobsBench, statusKiB } from "./jobs.ts";
 import {

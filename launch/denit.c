@@ -1,28 +1,33 @@
 /*
- * denit's launcher, /denit in the image built from `make rootfs` (and DEST/denit after
- * `denit init` in that form): it starts `deno run ... denit.js` from its own directory, so
- * that `ENTRYPOINT ["/denit", "--"]` works as with the compiled binary. Two things it does
- * first, that nothing inside the runtime could do early enough:
+ * denit's launcher: the `denit` that users run (the image's /denit, DEST/denit after `denit
+ * init`, dist/denit and bin/denit in a checkout). It starts the runtime beside it (`deno`) on the
+ * bundle beside it (`denit.js`), keeping its PID, after what nothing inside the runtime could do
+ * early enough:
  *
- * - It blocks the signals denit forwards. A signal that comes while the runtime boots (before
- *   denit's listeners exist; 35-65 ms in a fresh container) is then kept pending by the kernel
- *   instead of being dropped (PID 1) or killing denit (a subreaper), and denit unblocks them
- *   once it listens. `docker run -d` then `docker stop` is a clean stop, not a 10 s SIGKILL.
- * - It keeps the container's environment from steering the runtime: variables the runtime
- *   reads before any script runs (DENO_*, NODE_*, OTEL_*, RUST_*, npm_config_*, LD_*) are moved
- *   into a memfd that denit reads back and gives to the child, byte for byte; the runtime gets
- *   a DENO_DIR that cannot exist, so it writes no cache and prints nothing on a read-only root.
+ * - Signals. To supervise, it blocks every signal denit forwards, and SIGCHLD, in the only thread
+ *   there is; every thread of the runtime inherits that mask, so none of them is ever delivered
+ *   to a handler: denit reads them from a signalfd, whenever they came (during the runtime's boot
+ *   they wait, pending). Each is set to its default first (exec keeps an inherited SIG_IGN, and
+ *   an ignored SIGCHLD would make the kernel reap the child itself). SIGPIPE, SIGTTIN, SIGTTOU
+ *   and SIGPROF are ignored instead, the crash signals left to the runtime. In every mode
+ *   SIGUSR1 is blocked: the runtime opens a V8 inspector on 127.0.0.1:9229 when it sees one.
+ * - Arguments and limits. The runtime reads arguments as UTF-8 (replacing what is not) and
+ *   raises the open-file soft limit to the hard one: the arguments' bytes and the soft limit as
+ *   the container set it go to denit in a memfd and in DENIT_LAUNCH.
+ * - The environment. Variables the runtime acts on before any script runs (DENO_*, NODE_*,
+ *   OTEL_*, RUST_*, npm_config_*, LD_*) are moved into the memfd, which denit reads back and gives
+ *   to the child byte for byte; the runtime gets a DENO_DIR that cannot exist (no cache is
+ *   written, a read-only root is fine).
+ * - On a terminal, the runtime's stderr is /dev/null while it boots (a runtime without a cache
+ *   directory says so there); denit takes the real one back, kept open for it, before it writes.
  *
- * - On a terminal (docker run -it), the runtime's stderr is /dev/null while it boots: a runtime
- *   without a writable cache directory says so there, three lines, before denit runs. denit
- *   takes the real stderr back (a descriptor kept open for it) before it writes anything.
- *
- * DENIT_LAUNCH says where the memfd is, where this launcher is and, on a terminal, where the
- * real stderr waits: "FD:PATH" or "FD:PATH:STDERR_FD" (PATH holds no colon: checked).
- * Modes that do not supervise (init, copy, job, bridge, probe) get the signals unblocked.
+ * The memfd holds NUL-ended entries: the count of arguments, the arguments, the moved
+ * "NAME=VALUE" entries, an empty entry, then the names the launcher set for the runtime.
+ * DENIT_LAUNCH is "MEMFD:NOFILE_SOFT:STDERR_FD" (-1: stderr was not lent).
  * Exit 125 with one line when the runtime cannot be started.
  */
 #define _GNU_SOURCE
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,15 +36,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 extern char **environ;
 
-/* The signals denit forwards (src/supervise/signals.ts, action "forward"). */
-static const int FORWARDED[] = {
-    SIGHUP,  SIGINT,  SIGQUIT, SIGUSR1, SIGUSR2,   SIGALRM,  SIGTERM, SIGSTKFLT, SIGCONT,
-    SIGTSTP, SIGURG,  SIGXCPU, SIGXFSZ, SIGVTALRM, SIGWINCH, SIGIO,   SIGPWR,
-};
+/* Signals that stay with the runtime (src/supervise/signals.ts, action "never"). */
+static const int NEVER[] = {SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGKILL, SIGSEGV, SIGSTOP,
+                            SIGSYS};
+/* Ignored while denit runs (action "ignore"). */
+static const int IGNORED[] = {SIGPIPE, SIGTTIN, SIGTTOU, SIGPROF};
 
 /* First words that select a mode other than supervising (mod.ts dispatches the same way). */
 static const char *const OTHER_MODES[] = {"init", "copy", "job", "bridge", "probe"};
@@ -48,95 +54,151 @@ static const char *const OTHER_MODES[] = {"init", "copy", "job", "bridge", "prob
 static const char *const PREFIXES[] = {"DENO_", "NODE_", "OTEL_", "RUST_", "npm_config_",
                                        "NPM_CONFIG_", "LD_"};
 
-/* What the launcher sets for the runtime; denit removes them again (DENIT_LAUNCH names the fd). */
+/* What the launcher sets for the runtime; denit removes them again. */
 static const char *const ADDED[] = {"DENO_DIR", "DENO_DISABLE_NODE_SHIM", "DENO_NO_UPDATE_CHECK",
                                     "DENIT_LAUNCH"};
+
+static const char *const RUN[] = {"run", "--quiet", "--no-config", "--no-lock", "--allow-all",
+                                  "--no-prompt"};
+
+#define COUNT(array) (sizeof array / sizeof *array)
 
 static int fail(const char *what, const char *detail) {
   fprintf(stderr, "denit: %s %s: %s\n", what, detail, strerror(errno));
   return 125;
 }
 
+/*
+ * execv(2) says ENOENT when the runtime is there but its ELF loader is not (an image without the
+ * GNU C library): then this names the loader (PT_INTERP) and says what is missing.
+ */
+static int missing_loader(const char *deno) {
+  Elf64_Ehdr header;
+  Elf64_Phdr program;
+  char loader[PATH_MAX];
+  int fd = open(deno, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int found = 0;
+  if (pread(fd, &header, sizeof header, 0) == (ssize_t)sizeof header) {
+    for (int i = 0; i < header.e_phnum && !found; i++) {
+      off_t at = (off_t)header.e_phoff + (off_t)i * header.e_phentsize;
+      if (pread(fd, &program, sizeof program, at) != (ssize_t)sizeof program) break;
+      if (program.p_type != PT_INTERP || program.p_filesz >= sizeof loader) continue;
+      ssize_t n = pread(fd, loader, program.p_filesz, (off_t)program.p_offset);
+      found = n == (ssize_t)program.p_filesz && access(loader, F_OK) != 0;
+      loader[n > 0 ? n - 1 : 0] = '\0'; /* p_filesz counts the NUL */
+    }
+  }
+  close(fd);
+  if (found) {
+    fprintf(stderr,
+            "denit: cannot start the runtime %s: its loader %s is missing: the runtime needs the "
+            "GNU C library (a glibc base image such as distroless/cc)\n",
+            deno, loader);
+  }
+  return found;
+}
+
+static int listed(int signo, const int *list, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    if (list[i] == signo) return 1;
+  }
+  return 0;
+}
+
+/* The blocked set, dispositions set as the comment above says. */
+static int take_signals(int supervise) {
+  sigset_t set;
+  sigemptyset(&set);
+  if (!supervise) {
+    sigaddset(&set, SIGUSR1);
+    return sigprocmask(SIG_BLOCK, &set, NULL);
+  }
+  for (int signo = 1; signo <= SIGRTMAX; signo++) {
+    if (listed(signo, NEVER, COUNT(NEVER))) continue;
+    if (signo >= 32 && signo < SIGRTMIN) continue; /* the C library's own */
+    int ignored = listed(signo, IGNORED, COUNT(IGNORED));
+    if (signal(signo, ignored ? SIG_IGN : SIG_DFL) == SIG_ERR) return -1;
+    if (!ignored) sigaddset(&set, signo);
+  }
+  return sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
 static int moved(const char *entry) {
-  for (size_t i = 0; i < sizeof PREFIXES / sizeof *PREFIXES; i++) {
+  for (size_t i = 0; i < COUNT(PREFIXES); i++) {
     if (strncmp(entry, PREFIXES[i], strlen(PREFIXES[i])) == 0) return 1;
   }
   return 0;
 }
 
-static int write_all(int fd, const char *data, size_t length) {
+static int put(int fd, const char *entry) {
+  size_t length = strlen(entry) + 1;
   while (length > 0) {
-    ssize_t n = write(fd, data, length);
+    ssize_t n = write(fd, entry, length);
     if (n < 0) {
       if (errno == EINTR) continue;
       return -1;
     }
-    data += n;
+    entry += n;
     length -= (size_t)n;
   }
   return 0;
 }
 
-/*
- * The memfd holds "NAME=VALUE\0" for every moved entry, an empty entry, then "NAME\0" for every
- * variable the launcher added. The entries stay in environ's order.
- */
-static int set_aside(const char *self, int saved_stderr) {
-  int fd = memfd_create("denit-environment", 0); /* inherited: denit closes it */
+/* Writes the memfd (inherited: denit closes it) and sets the runtime's environment. */
+static int set_aside(int argc, char **argv, int saved_stderr) {
+  int fd = memfd_create("denit-launch", 0);
   if (fd < 0) return -1;
+  char text[64];
+  snprintf(text, sizeof text, "%d", argc - 1);
+  if (put(fd, text) != 0) return -1;
+  for (int i = 1; i < argc; i++) {
+    if (put(fd, argv[i]) != 0) return -1;
+  }
   size_t kept = 0;
   for (char **entry = environ; *entry != NULL; entry++) {
-    if (moved(*entry)) {
-      if (write_all(fd, *entry, strlen(*entry) + 1) != 0) return -1;
-    } else {
+    if (!moved(*entry)) {
       environ[kept++] = *entry; /* compacted in place: environ is ours until exec */
+    } else if (put(fd, *entry) != 0) {
+      return -1;
     }
   }
   environ[kept] = NULL;
-  if (write_all(fd, "", 1) != 0) return -1;
-  for (size_t i = 0; i < sizeof ADDED / sizeof *ADDED; i++) {
-    if (write_all(fd, ADDED[i], strlen(ADDED[i]) + 1) != 0) return -1;
+  if (put(fd, "") != 0) return -1;
+  for (size_t i = 0; i < COUNT(ADDED); i++) {
+    if (put(fd, ADDED[i]) != 0) return -1;
   }
-  char launch[PATH_MAX + 32];
-  if (saved_stderr >= 0) {
-    snprintf(launch, sizeof launch, "%d:%s:%d", fd, self, saved_stderr);
-  } else {
-    snprintf(launch, sizeof launch, "%d:%s", fd, self); /* `denit init` copies the launcher */
-  }
-  /* A path under a file: the runtime cannot create its cache there, and says nothing. */
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return -1;
+  snprintf(text, sizeof text, "%d:%llu:%d", fd, (unsigned long long)files.rlim_cur, saved_stderr);
+  /* A path under a file: the runtime cannot create its cache there. */
   if (setenv("DENO_DIR", "/dev/null/denit-no-cache", 1) != 0 ||
       setenv("DENO_DISABLE_NODE_SHIM", "1", 1) != 0 ||
-      setenv("DENO_NO_UPDATE_CHECK", "1", 1) != 0 || setenv("DENIT_LAUNCH", launch, 1) != 0) {
+      setenv("DENO_NO_UPDATE_CHECK", "1", 1) != 0 || setenv("DENIT_LAUNCH", text, 1) != 0) {
     return -1;
   }
   return 0;
 }
 
 int main(int argc, char **argv) {
-  char self[PATH_MAX], dir[PATH_MAX];
+  /* Its own directory ("" for a launcher in /): from /proc, else (no /proc mounted) its path. */
+  char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return fail("cannot find itself:", "/proc/self/exe");
-  self[n] = '\0';
-  memcpy(dir, self, (size_t)n + 1);
-  *strrchr(dir, '/') = '\0'; /* "" for a launcher in / */
+  if (n > 0) {
+    self[n] = '\0';
+  } else if (strchr(argv[0], '/') == NULL || realpath(argv[0], self) == NULL) {
+    return fail("cannot find itself:", "/proc/self/exe");
+  }
+  *strrchr(self, '/') = '\0';
 
   int supervise = 1;
-  for (size_t i = 0; argc > 1 && i < sizeof OTHER_MODES / sizeof *OTHER_MODES; i++) {
+  for (size_t i = 0; argc > 1 && i < COUNT(OTHER_MODES); i++) {
     if (strcmp(argv[1], OTHER_MODES[i]) == 0) supervise = 0;
   }
-  if (supervise) {
-    sigset_t set;
-    sigemptyset(&set);
-    for (size_t i = 0; i < sizeof FORWARDED / sizeof *FORWARDED; i++) sigaddset(&set, FORWARDED[i]);
-    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0) return fail("cannot block", "signals");
-  }
-  if (strchr(self, ':') != NULL) {
-    errno = EINVAL;
-    return fail("cannot run from a path with a colon:", self);
-  }
+  if (take_signals(supervise) != 0) return fail("cannot block", "signals");
   char deno[PATH_MAX + 16], bundle[PATH_MAX + 16];
-  snprintf(deno, sizeof deno, "%s/deno", dir);
-  snprintf(bundle, sizeof bundle, "%s/denit.js", dir);
+  snprintf(deno, sizeof deno, "%s/deno", self);
+  snprintf(bundle, sizeof bundle, "%s/denit.js", self);
   /* Checked here: once stderr is lent to /dev/null, the runtime could not say it. */
   if (access(deno, X_OK) != 0) return fail("cannot start the runtime", deno);
   if (access(bundle, R_OK) != 0) return fail("cannot read", bundle);
@@ -149,23 +211,22 @@ int main(int argc, char **argv) {
     }
     close(null);
   }
-  if (set_aside(self, saved_stderr) != 0) {
+  if (set_aside(argc, argv, saved_stderr) != 0) {
     if (saved_stderr >= 0) dup2(saved_stderr, STDERR_FILENO);
     return fail("cannot set the environment aside", "(memfd)");
   }
-
-  static const char *const RUN[] = {"run", "--quiet", "--no-config", "--no-lock",
-                                    "--allow-all", "--no-prompt"};
-  const size_t fixed = 1 + sizeof RUN / sizeof *RUN + 1;
-  char **args = calloc(fixed + (size_t)argc, sizeof *args);
+  char **args = calloc(COUNT(RUN) + 2 + (size_t)argc, sizeof *args);
   if (args == NULL) return fail("cannot start", deno);
   size_t at = 0;
   args[at++] = deno;
-  for (size_t i = 0; i < sizeof RUN / sizeof *RUN; i++) args[at++] = (char *)RUN[i];
+  for (size_t i = 0; i < COUNT(RUN); i++) args[at++] = (char *)RUN[i];
   args[at++] = bundle;
-  for (int i = 1; i < argc; i++) args[at++] = argv[i];
+  for (int i = 1; i < argc; i++) args[at++] = argv[i]; /* what ps shows; denit reads the memfd */
   args[at] = NULL;
   execv(deno, args);
+  int failure = errno;
   if (saved_stderr >= 0) dup2(saved_stderr, STDERR_FILENO);
+  if (failure == ENOENT && missing_loader(deno)) return 125;
+  errno = failure;
   return fail("cannot start the runtime", deno);
 }

@@ -152,5 +152,5 @@ Deno.test("--help and --version exit 0 on stdout", async () => {
   assertMatch(help.stdout, /^Usage: denit/);
   const version = await run([...DENIT, "--version"]);
   assertEquals(version.code, 0);
-  assertMatch(version.stdout, /^denit \d+\.\d+\.\d+ \(deno 2\.9\.1\)\n$/);
+  assertMatch(version.stdout, /^denit \d+\.\d+\.\d+ \(deno \d+\.\d+\.\d+\)\n$/);
 });

@@ -4,20 +4,26 @@
  * endpoint, a reap round, the zombie scan), an unhandled rejection and an uncaught error in a
  * callback are each one error line; denit still forwards the next stop signal, reaps the child
  * and exits with its code. The faults come from fixtures/faulty_denit.ts (denit's entry with a
- * trap), run from the sources.
+ * trap), run from the sources behind denit's launcher.
  */
 
 import { assertEquals, assertMatch } from "./assert.ts";
-import { cleanup, DENO, FIXTURES, type Mode, MODES, PIDNS, Running, waitUntil } from "./helpers.ts";
+import {
+  cleanup,
+  FIXTURES,
+  layOut,
+  type Mode,
+  MODES,
+  PIDNS,
+  Running,
+  waitUntil,
+} from "./helpers.ts";
 
-const FAULTY = [
-  DENO,
-  "run",
-  "--quiet",
-  "--no-config",
-  "--allow-all",
-  `${FIXTURES}/faulty_denit.ts`,
-];
+/** The launcher and the runtime, with a denit.js that is fixtures/faulty_denit.ts. */
+const FAULTY_DIR = Deno.makeTempDirSync({ prefix: "denit-faulty-" });
+const FAULTY = await layOut(FAULTY_DIR, []);
+Deno.writeTextFileSync(`${FAULTY_DIR}/denit.js`, `import "${FIXTURES}/faulty_denit.ts";\n`);
+globalThis.addEventListener("unload", () => Deno.removeSync(FAULTY_DIR, { recursive: true }));
 
 /** Where each fault is caught: the line denit logs for it. */
 const POINTS: Readonly<Record<string, RegExp>> = {

@@ -4,71 +4,82 @@ import { descendants } from "../src/supervise/leftovers.ts";
 import { assertOk } from "./assert.ts";
 
 export const ROOT = new URL("..", import.meta.url).pathname;
-export const DENO = `${ROOT}.deno/bin/deno`;
+/** The runtime, as `make bundle` lays it out beside the launcher. */
+export const DENO = `${ROOT}dist/deno`;
 export const FIXTURES = `${ROOT}fixtures`;
 /**
- * The denit under test, the one place every process-level test takes it from: `DENIT_EXE`
- * (a compiled binary: `make test DENIT_EXE=dist/denit`), else the bundle (`DENIT_BUNDLE`,
- * default dist/denit.js) on the project's runtime with the compiled binary's permissions.
- * No shell in between (a shell would add PWD and reset SIGCHLD).
+ * The denit under test, the one place every process-level test takes it from: the form users
+ * run, dist/denit (the launcher, with the runtime and the bundles beside it, as in the image).
+ * No shell in between (a shell would add PWD).
  */
-export const DENIT: readonly string[] = (() => {
-  const exe = Deno.env.get("DENIT_EXE");
-  // Taken out of this process's environment, so that the denit under test does not inherit
-  // it (denit warns about DENIT_* variables it does not know).
-  Deno.env.delete("DENIT_EXE");
-  if (exe !== undefined && exe !== "") return [exe];
-  const bundle = Deno.env.get("DENIT_BUNDLE") ?? `${ROOT}dist/denit.js`;
-  const permissions = Deno.readTextFileSync(`${ROOT}bin/permissions`).trim().split(/\s+/);
-  return [DENO, "run", "--quiet", "--no-config", "--no-lock", ...permissions, bundle];
-})();
+export const DENIT: readonly string[] = [`${ROOT}dist/denit`];
+
+/**
+ * A copy of the form in `dir`: the launcher and the bundles named (the runtime linked), so that
+ * a test can leave a file out; returns the argv that runs it.
+ */
+export async function layOut(
+  dir: string,
+  bundles: readonly string[] = ["denit.js", "denit-features.js", "denit-jobs.js"],
+  mode = 0o755,
+): Promise<string[]> {
+  for (const file of ["denit", ...bundles]) {
+    await Deno.copyFile(`${ROOT}dist/${file}`, `${dir}/${file}`);
+    await Deno.chmod(`${dir}/${file}`, mode);
+  }
+  // A hard link where it can be (the runtime is large); its mode is dist/deno's, 0755.
+  await Deno.link(DENO, `${dir}/deno`).catch(() => Deno.copyFile(DENO, `${dir}/deno`));
+  return [`${dir}/denit`];
+}
+
 /**
  * denit runnable by every user, for tests that drop to another user: a checkout cloned under a
  * private directory (a home, a `mktemp -d`: mode 0700) keeps the runtime and the bundle from
- * everyone else. The runtime and the bundle (or DENIT_EXE) are copied into `dir`, which the
- * caller made readable by all and removes.
+ * everyone else. The form is copied into `dir`, which the caller made readable by all and
+ * removes.
  */
 export async function denitForAnyUser(dir: string): Promise<string[]> {
   const place = `${dir}/denit-any-user`;
   await Deno.mkdir(place);
   await Deno.chmod(place, 0o755);
-  const copy = async (from: string) => {
-    const to = `${place}/${from.split("/").at(-1)}`;
-    await Deno.copyFile(from, to);
-    await Deno.chmod(to, 0o755);
-    return to;
-  };
-  const bundle = DENIT.find((word) => word.endsWith(".js"));
-  if (bundle === undefined) return [await copy(program(DENIT))];
-  for (const half of ["denit-features.js", "denit-jobs.js"]) {
-    // Not beside this bundle: a plain run needs neither.
-    await copy(bundle.replace(/denit\.js$/, half)).catch(() => {});
-  }
-  const runtime = await copy(program(DENIT));
-  const copied = await copy(bundle);
-  return DENIT.map((word) => word === bundle ? copied : word === program(DENIT) ? runtime : word);
+  return await layOut(place);
 }
 
-/**
- * The bundle copied alone into `dir` (no optional half, no job service's half beside it), and
- * the argv that runs it; for the bundle form only.
- */
+/** The bundle alone in `dir` (no optional half, no job service's half beside it). */
 export async function bundleAlone(dir: string): Promise<string[]> {
-  await Deno.copyFile(DENIT.at(-1) ?? "", `${dir}/denit.js`);
-  return [...DENIT.slice(0, -1), `${dir}/denit.js`];
+  return await layOut(dir, ["denit.js"]);
 }
 
 /** The denit command as one shell word list, for command lines given to sh or script(1). */
 export const DENIT_SHELL = DENIT.map((word) => `'${word.replaceAll("'", `'"'"'`)}'`).join(" ");
-/** The signal echo child: `ready PID PGID`, then one line per signal. */
-export const ECHO = [
-  DENO,
-  "run",
-  "--quiet",
-  "--no-config",
-  "--allow-all",
-  `${FIXTURES}/signal_echo.ts`,
-];
+/**
+ * A fixture in C, built static into dist/test/ (once, when its source is newer): it runs in a
+ * shell-less image too.
+ */
+export function staticFixture(name: string): string {
+  const out = `${ROOT}dist/test/${name}`;
+  const source = `${FIXTURES}/${name}.c`;
+  const mtime = (path: string) => {
+    try {
+      return Deno.statSync(path).mtime?.getTime() ?? 0;
+    } catch {
+      return 0; // not built yet
+    }
+  };
+  if (mtime(out) > mtime(source)) return out;
+  Deno.mkdirSync(`${ROOT}dist/test`, { recursive: true });
+  const tmp = `${out}.${Deno.pid}`;
+  const built = new Deno.Command("gcc", {
+    args: ["-O2", "-Wall", "-Wextra", "-Werror", "-static", "-o", tmp, source],
+    stderr: "piped",
+  }).outputSync();
+  if (!built.success) throw new Error(`gcc ${source}: ${new TextDecoder().decode(built.stderr)}`);
+  Deno.renameSync(tmp, out);
+  return out;
+}
+
+/** The signal echo child: `ready PID PGID`, then one line per signal (fixtures/signal_echo.c). */
+export const ECHO = [staticFixture("signal_echo")];
 /** unshare flags that make denit PID 1; --kill-child tears the namespace down if unshare dies. */
 export const PIDNS = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"];
 

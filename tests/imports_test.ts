@@ -11,7 +11,7 @@ const PROGRAMS = ["supervise", "health", "copy", "jobs"];
 
 /** "common", "sys", a program's name, "entry", or "outside". */
 function roomOf(path: string): string {
-  if (["mod.ts", "init.ts", "features.ts"].includes(path)) return "entry";
+  if (["mod.ts", "features.ts"].includes(path)) return "entry";
   const match = /^src\/([^/]+)\//.exec(path);
   return match?.[1] ?? "outside";
 }
@@ -55,7 +55,7 @@ function allowed(from: string, to: string): boolean {
 }
 
 Deno.test("imports point down and no program imports another", () => {
-  const files = ["mod.ts", "init.ts", "features.ts", ...sources("src")];
+  const files = ["mod.ts", "features.ts", ...sources("src")];
   const wrong: string[] = [];
   for (const file of files) {
     for (const target of importsOf(file)) {
@@ -68,6 +68,6 @@ Deno.test("imports point down and no program imports another", () => {
 Deno.test("the import check can fail: a program importing another is caught", () => {
   assertEquals(allowed("src/health/endpoint.ts", "src/supervise/machine.ts"), false);
   assertEquals(allowed("src/common/log.ts", "src/sys/process.ts"), false);
-  assertEquals(allowed("src/copy/run.ts", "init.ts"), false);
+  assertEquals(allowed("src/copy/run.ts", "mod.ts"), false);
   assertEquals(allowed("src/copy/run.ts", "src/sys/files.ts"), true);
 });

@@ -80,20 +80,6 @@ Deno.test("arguments pass byte-exact: spaces, empty strings, Unicode, globs, das
   assertEquals(result.stdout.split("\n").slice(0, -1), args.map(hex));
 });
 
-Deno.test("an argument that is not UTF-8 is refused by the runtime with exit 1 and a message", async () => {
-  // Deno rejects such arguments before denit's code runs (README, "Limits").
-  const result = await run([
-    "sh",
-    "-c",
-    `exec "$@" -s -- true "$(printf '\\377')"`,
-    "sh",
-    ...DENIT,
-  ]);
-  assertEquals(result.code, 1);
-  assertEquals(result.stdout, "");
-  assertOk(/invalid UTF-8/.test(result.stderr), result.stderr);
-});
-
 for (const mode of MODES) {
   Deno.test(`${mode}: the child starts with no blocked and no ignored signal`, async () => {
     // This test process starts denit with signals 32 and 33 ignored (Deno.Command does); the

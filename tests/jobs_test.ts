@@ -695,7 +695,6 @@ Deno.test("jobs: the service writes no spool file through a link", async () => {
 
 Deno.test({
   name: "jobs: off, nothing of it loads: the bundle runs without dist/denit-jobs.js beside it",
-  ignore: DENIT.length === 1, // a compiled binary holds every module
   fn: async () => {
     const dir = await Deno.makeTempDir({ prefix: "denit-alone-" });
     try {

@@ -2,7 +2,7 @@
 
 import { assertEquals, assertOk } from "./assert.ts";
 import { ExitCode } from "../src/common/exit_codes.ts";
-import { FORWARDED } from "../src/supervise/signals.ts";
+import { SIGNAL_TABLE } from "../src/supervise/signals.ts";
 import { VERSION } from "../src/common/version.ts";
 import { DENIT, ROOT, run } from "./helpers.ts";
 import { HELP, OPTIONS, VARIABLES } from "../src/supervise/cli.ts";
@@ -35,13 +35,36 @@ Deno.test("README signal table names every forwarded signal", () => {
   const row = section("Signals").split("\n").find((line) => line.includes("forward to the child"));
   assertOk(row !== undefined);
   const names = (row.split("|")[1] ?? "").split(",").map((name) => `SIG${name.trim()}`);
-  assertEquals(names.sort(), FORWARDED.map((r) => r.name).sort());
+  assertEquals(
+    names.sort(),
+    SIGNAL_TABLE.filter((r) => r.action === "forward").map((r) => r.name).sort(),
+  );
 });
 
-Deno.test("deno.json and src/version.ts agree on the version; Makefile pins Deno 2.9.1", () => {
-  assertEquals(JSON.parse(Deno.readTextFileSync(`${ROOT}deno.json`)).version, VERSION);
-  assertOk(/^DENO_VERSION := 2\.9\.1$/m.test(Deno.readTextFileSync(`${ROOT}Makefile`)));
+/** The Deno version the Makefile pins: one line for all of denit. */
+const PINNED = /^DENO_VERSION := (\S+)$/m.exec(Deno.readTextFileSync(`${ROOT}Makefile`))?.[1];
+
+Deno.test("deno.json and src/version.ts agree; denit runs on the Makefile's one runtime", async () => {
+  assertEquals(JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)).version, VERSION);
+  const version = await run([...DENIT, "--version"]);
+  assertEquals(version.stdout, `denit ${VERSION} (deno ${PINNED})\n`);
 });
+
+/** The npm registry's newest Deno, or why it cannot be known here. */
+const NEWEST = await fetch("https://registry.npmjs.org/deno/latest", {
+  signal: AbortSignal.timeout(10_000),
+}).then(
+  async (response) => ((await response.json()) as { version: string }).version,
+  (err: unknown) => new Error(`the npm registry did not answer: ${String(err)}`),
+);
+
+Deno.test({
+  name: "the Makefile pins the npm registry's newest Deno (an upgrade is that one line)",
+  ignore: NEWEST instanceof Error,
+  fn: () => assertEquals(PINNED, NEWEST),
+});
+// deno-lint-ignore no-console -- an ignored test says why
+if (NEWEST instanceof Error) console.warn(`SKIP the newest-Deno check: ${NEWEST.message}`);
 
 /** One `$ command` of an example and the output written under it. */
 interface Transcript {

@@ -76,17 +76,43 @@ const forward = (signo: number, received: number): Effect => ({
 });
 
 const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
-  ["signal before start is kept", INITIAL_STATE, signal(10), POLICY, {
-    name: "starting",
-    pending: [10],
-  }, []],
+  ["signal before start is dropped", INITIAL_STATE, signal(10), POLICY, INITIAL_STATE, [
+    { type: "drop-signal", signo: 10, reason: "before the child started" },
+  ]],
+  ["stop before start: the child is not started, 128+N", INITIAL_STATE, signal(2), POLICY, {
+    name: "exited",
+    pid: 0,
+    status: null,
+    exitCode: 130,
+    phase: "killing",
+    stopped: true,
+  }, [{ type: "finish", exitCode: 130, outcome: "not-started" }]],
+  ["stop before start, its 128+N remapped by -e", INITIAL_STATE, signal(15), POLICY, {
+    name: "exited",
+    pid: 0,
+    status: null,
+    exitCode: 0,
+    phase: "killing",
+    stopped: true,
+  }, [{ type: "finish", exitCode: 0, outcome: "not-started" }]],
   [
-    "start forwards kept signals",
-    { name: "starting", pending: [10, 12] },
+    "stop before start rewritten to 0 is dropped",
+    INITIAL_STATE,
+    signal(1),
+    {
+      ...POLICY,
+      stopSignal: 1,
+    },
+    INITIAL_STATE,
+    [{ type: "drop-signal", signo: 1, reason: "before the child started" }],
+  ],
+  [
+    "start runs",
+    INITIAL_STATE,
     { type: "child-started", pid: 10, target: -10 },
     POLICY,
     RUNNING,
-    [forward(10, 10), forward(12, 12)],
+    [],
   ],
   ["plain signal is forwarded", RUNNING, signal(10), POLICY, RUNNING, [forward(10, 10)]],
   ["rewritten stop signal stops with grace", RUNNING, signal(15), POLICY, STOPPING, [

@@ -3,7 +3,6 @@
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { printErr, printOut } from "../common/log.ts";
-import { launcherPath, RUN_FLAGS } from "../common/runtime.ts";
 import { parseSignal, RUNTIME_ARMED_SIGNALS } from "../common/signals.ts";
 import {
   AT_FDCWD,
@@ -50,68 +49,34 @@ export function rootsFor(sources: readonly string[]): Root[] {
   });
 }
 
-/** The path, if a file is there. */
-function existing(path: string): string | null {
-  try {
-    return Deno.statSync(path).isFile ? path : null;
-  } catch {
-    return null; // not there: this form goes without it
-  }
-}
-
-/** What `denit init` copies for the form denit runs in, and the entrypoint that results. */
+/**
+ * What `denit init` copies, the files of the form denit runs in (the launcher, the runtime and
+ * the bundles, beside one another), and the entrypoint that results. A bundle half that is
+ * missing here is missing there too: what needs it fails in one line.
+ */
 export function initTargets(dest: string): { targets: Target[]; entrypoint: string[] } {
   const target = resolve(dest);
-  const runtime = Deno.execPath();
-  const root = (src: string, destName: string): Root => ({
-    src,
+  const here = dirname(Deno.execPath());
+  const code = dirname(new URL(Deno.mainModule).pathname);
+  const root = (dir: string, name: string): Root => ({
+    src: join(dir, name),
     contents: false,
     follow: false,
-    destName,
+    destName: name,
   });
-  if (Deno.build.standalone) {
-    return {
-      targets: [{ dest: target, roots: [root(runtime, "denit")] }],
-      entrypoint: [join(target, "denit"), "--"],
-    };
-  }
-  const main = new URL(Deno.mainModule).pathname;
-  if (main.endsWith(".js")) {
-    // The launcher (this process's, else dist/denit-launch beside the bundle) makes the
-    // entrypoint DEST/denit, as for the compiled binary; the bundle's optional half and the job
-    // service's half go along.
-    const launcher = launcherPath() ?? existing(join(dirname(main), "denit-launch"));
-    const jobsRuntime = existing(join(dirname(runtime), "deno-jobs"));
-    const roots = [
-      root(runtime, "deno"),
-      root(main, "denit.js"),
-      ...["denit-features.js", "denit-jobs.js"].flatMap((half) => {
-        const path = existing(join(dirname(main), half));
-        return path === null ? [] : [root(path, half)];
-      }),
-      ...(jobsRuntime === null ? [] : [root(jobsRuntime, "deno-jobs")]),
-      ...(launcher === null ? [] : [root(launcher, "denit")]),
-    ];
-    return {
-      targets: [{ dest: target, roots }],
-      entrypoint: launcher === null
-        ? [join(target, "deno"), ...RUN_FLAGS, join(target, "denit.js"), "--"]
-        : [join(target, "denit"), "--"],
-    };
-  }
-  // From source: the runtime plus denit's module files.
-  const code = join(target, "denit-src");
-  const source = dirname(main);
-  return {
-    targets: [
-      { dest: target, roots: [root(runtime, "deno")] },
-      {
-        dest: code,
-        roots: ["mod.ts", "init.ts", "src"].map((name) => root(join(source, name), name)),
-      },
-    ],
-    entrypoint: [join(target, "deno"), ...RUN_FLAGS, join(code, "mod.ts"), "--"],
-  };
+  const halves = ["denit-features.js", "denit-jobs.js"].filter((half) => {
+    try {
+      return Deno.statSync(join(code, half)).isFile;
+    } catch {
+      return false; // not beside this bundle: not copied
+    }
+  });
+  const roots = [
+    root(here, "denit"),
+    root(here, "deno"),
+    ...["denit.js", ...halves].map((name) => root(code, name)),
+  ];
+  return { targets: [{ dest: target, roots }], entrypoint: [join(target, "denit"), "--"] };
 }
 
 function plural(n: number, one: string, many: string): string {

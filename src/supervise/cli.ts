@@ -76,8 +76,6 @@ export type Invocation =
 
 /** Default bound for leftovers between SIGTERM and SIGKILL once the child has exited. */
 export const DEFAULT_KILL_AFTER_MS = 3000;
-/** The open-file limit children get where the container's own is unknowable (`deno run`). */
-export const DEFAULT_FILE_LIMIT = 1024;
 
 /** Where the jobs' output goes unless --jobs-spool says otherwise. */
 export const DEFAULT_JOBS_SPOOL = "/tmp/denit-jobs";
@@ -222,9 +220,8 @@ function parseSocketPath(text: string): string {
 /** A signal denit receives and passes on; `what` names the value in the error. */
 function forwardedSignal(text: string, what: string): number {
   const signo = parseSignal(text);
-  if (!FORWARDED.some((row) => row.signo === signo)) {
-    const row = SIGNAL_TABLE.find((r) => r.signo === signo);
-    const why = row === undefined ? "Deno cannot listen for real-time signals" : row.why;
+  if (!FORWARDED.includes(signo)) {
+    const why = SIGNAL_TABLE.find((r) => r.signo === signo)?.why ?? "the C library's own";
     throw new RangeError(`Invalid ${what}: denit never passes ${signalName(signo)} on (${why})`);
   }
   return signo;

@@ -22,7 +22,6 @@ import {
   type ToJobHost,
 } from "../common/jobs.ts";
 import type { Logger } from "../common/log.ts";
-import { RUN_FLAGS } from "../common/runtime.ts";
 import { dirname } from "../common/paths.ts";
 import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { Channel, channelPair } from "../sys/channel.ts";
@@ -115,39 +114,22 @@ function preferAsOomVictim(pid: number): void {
   }
 }
 
-/** The command that starts the service: this executable again, `job serve`. */
+/** How the service's runtime runs the bundle (the launcher's flags, launch/denit.c). */
+const RUN_FLAGS = ["run", "--quiet", "--no-config", "--no-lock", "--allow-all", "--no-prompt"];
+
+/** The command that starts the service: the runtime on denit's bundle, `job serve`. */
 export function serviceCommand(): string[] {
-  const exe = Deno.execPath();
-  if (Deno.build.standalone) return [exe, "job", "serve"];
-  // The `deno run` form: the job service's runtime beside this one (deno-jobs, Deno 2.9.6,
-  // whose networking does not leak per connection), else this one.
-  const jobsRuntime = `${dirname(exe)}/deno-jobs`;
-  const runtime = pathExists(jobsRuntime) ? jobsRuntime : exe;
   const main = new URL(Deno.mainModule).pathname;
-  if (main.endsWith(".js")) return [runtime, ...RUN_FLAGS, SERVICE_HEAP, main, "job", "serve"];
-  // From the sources: their deno.json maps the npm packages.
-  const flags = RUN_FLAGS.filter((flag) => flag !== "--no-config" && flag !== "--no-lock");
-  return [
-    runtime,
-    ...flags,
-    SERVICE_HEAP,
-    "--config",
-    `${dirname(main)}/deno.json`,
-    main,
-    "job",
-    "serve",
-  ];
+  return [Deno.execPath(), ...RUN_FLAGS, SERVICE_HEAP, main, "job", "serve"];
 }
 
 /**
- * The service's code that is not there, or null: the bundle form keeps it in a bundle beside
- * denit's own (mod.ts), which a copy of dist/denit.js alone lacks. Checked at denit's start:
- * the service itself starts only at the first connection.
+ * The service's code that is not there, or null: a bundle beside denit's own, which a copy of
+ * dist/denit.js alone lacks. Checked at denit's start: the service starts at the first
+ * connection.
  */
 function missingServiceCode(): string | null {
-  const main = new URL(Deno.mainModule).pathname;
-  if (Deno.build.standalone || !main.endsWith(".js")) return null;
-  const bundle = `${dirname(main)}/denit-jobs.js`;
+  const bundle = `${dirname(new URL(Deno.mainModule).pathname)}/denit-jobs.js`;
   return pathExists(bundle) ? null : bundle;
 }
 

@@ -7,8 +7,10 @@
  *   `--wait-descendants`, a stop signal that ended the descendants (128+N). If the status is
  *   lost (`child-lost`: the kernel reaped the child itself), denit exits 125; it never waits
  *   forever.
- * - Signals received before the child runs are kept and forwarded once it runs; signals received
- *   after it exited are dropped, or with `--wait-descendants` forwarded to its descendants.
+ * - A stop signal that arrives before the child runs means the child is not started: denit
+ *   exits 128+N at once (an app must not get a stop before it could set up its handler); other
+ *   signals before then are dropped, as are those after the child exited (with
+ *   `--wait-descendants` they go to its descendants).
  * - The stop budget: from the first stop signal, denit exits within the shutdown delay, plus
  *   `--grace G`, plus ABANDON_MS. At G the child and every leftover get SIGKILL together; a
  *   child that stopped earlier leaves its leftovers until G at the latest.
@@ -66,7 +68,7 @@ export type StopCause = "signal" | "timeout";
 
 /** The supervisor's state; `name` is what /status reports. */
 export type State =
-  | { readonly name: "starting"; readonly pending: readonly number[] }
+  | { readonly name: "starting" }
   | { readonly name: "running"; readonly pid: number; readonly target: number }
   | {
     readonly name: "stopping";
@@ -111,7 +113,7 @@ export type Event =
 export type TimerName = "grace" | "kill" | "delay" | "deadline";
 
 /** How the run ended, for the last log line. */
-export type Outcome = "done" | "abandoned" | "lost";
+export type Outcome = "done" | "abandoned" | "lost" | "not-started";
 
 /** Something the driver must do. */
 export type Effect =
@@ -142,7 +144,7 @@ export interface Step {
 }
 
 /** The starting state. */
-export const INITIAL_STATE: State = Object.freeze({ name: "starting", pending: [] });
+export const INITIAL_STATE: State = Object.freeze({ name: "starting" });
 
 /** The exit code for a child status: its code, or 128+N for signal N; then `-e` remapping. */
 export function exitCodeFor(status: ExitStatus, remapExit: ReadonlySet<number>): number {
@@ -428,22 +430,29 @@ function exited(state: Exited, event: Event, policy: Policy): Step {
   }
 }
 
+/** A signal before the child runs: a stop means it never starts; anything else is dropped. */
+function beforeStart(state: State, signo: number, policy: Policy): Step {
+  if ((policy.rewrite.get(signo) ?? signo) === 0 || !isStop(policy, signo)) {
+    return stay(state, { type: "drop-signal", signo, reason: "before the child started" });
+  }
+  const code = ExitCode.SIGNAL_BASE + signo;
+  const exitCode = policy.remapExit.has(code) ? 0 : code;
+  return stay(
+    { name: "exited", pid: 0, status: null, exitCode, phase: "killing", stopped: true },
+    { type: "finish", exitCode, outcome: "not-started" },
+  );
+}
+
 /** The pure transition function: given a state and an event, the next state and effects. */
 export function transition(state: State, event: Event, policy: Policy): Step {
   switch (state.name) {
     case "starting":
-      if (event.type === "signal-received") {
-        return stay({ name: "starting", pending: [...state.pending, event.signo] });
-      }
+      if (event.type === "signal-received") return beforeStart(state, event.signo, policy);
       if (event.type === "child-started") {
         const running: Live = { name: "running", pid: event.pid, target: event.target };
-        const start = policy.timeoutMs === null
+        return policy.timeoutMs === null
           ? stay(running)
           : stay(running, { type: "start-timer", timer: "deadline", ms: policy.timeoutMs });
-        return state.pending.reduce<Step>((step, signo) => {
-          const next = forward(step.state as Live, signo, policy);
-          return { state: next.state, effects: [...step.effects, ...next.effects] };
-        }, start);
       }
       return stay(state);
     case "running":

@@ -10,16 +10,12 @@ import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
 import type { Snapshot, SupervisorSettings } from "../common/snapshot.ts";
-import {
-  asksForInspector,
-  launchInfo,
-  parseLaunchEnvironment,
-  undoRuntimeEnvironment,
-} from "../common/runtime.ts";
+import { type Launch, restoreEnvironment, takeBackStderr } from "../sys/launch.ts";
+import { blockedSignals, SignalReader } from "../sys/signals.ts";
+import { READ_SIGNALS } from "./signals.ts";
 import { signalName } from "../common/signals.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, OPTIONS, parseInvocation, USAGE_LINE } from "./cli.ts";
-import type { SignalInbox } from "./inbox.ts";
 import type { FaultPoint, Supervisor } from "./supervisor.ts";
 import type { JobHost } from "./jobs.ts";
 import type { RunAs } from "./user.ts";
@@ -41,8 +37,8 @@ export type HealthStarter = (
 
 /** What the entry module provides. */
 export interface SuperviseContext {
-  /** The listeners installed first thing, with the signals they kept. */
-  readonly inbox: SignalInbox;
+  /** What denit's launcher handed over; null without it (then denit does not supervise). */
+  readonly launch: Launch | null;
   /** Loads the health endpoint's code (only when --health asks for it). */
   readonly loadHealth: () => Promise<HealthStarter>;
   /** A test fixture's fault injector (see SupervisorOptions); denit's entry passes none. */
@@ -58,33 +54,15 @@ function describe(err: unknown): string {
 }
 
 /**
- * Under denit's launcher (launch/denit.c), puts back the environment the container gave: the
- * variables the launcher set for the runtime are removed, and those it moved out of the
- * runtime's way come back byte for byte, so that the child gets every one of them unchanged.
- * Returns the names put back; nothing without the launcher.
+ * The main thread's name (what ps and top show): "denit", not the runtime's "deno". Written to
+ * /proc/self/comm, which needs no C library.
  */
-async function restoreLaunchEnvironment(): Promise<string[]> {
-  const fd = launchInfo()?.memfd;
-  if (fd === undefined) return [];
-  const { closeDescriptor, setEnvironment } = await import("../sys/launch.ts");
-  let bytes: Uint8Array;
+function nameProcess(): void {
   try {
-    bytes = await Deno.readFile(`/proc/self/fd/${fd}`);
+    Deno.writeTextFileSync("/proc/self/comm", "denit");
   } catch {
-    return []; // not the launcher's memfd after all: nothing to put back
-  } finally {
-    closeDescriptor(Number(fd)); // the child must not inherit it
+    // No /proc mounted: ps shows the runtime's name, and nothing else depends on it.
   }
-  const launch = parseLaunchEnvironment(bytes);
-  for (const name of launch.added) Deno.env.delete(name);
-  const restored: string[] = [];
-  for (const entry of launch.moved) {
-    const equals = entry.indexOf(0x3d); // "="
-    if (equals <= 0) continue;
-    setEnvironment(entry.subarray(0, equals), entry.subarray(equals + 1));
-    restored.push(new TextDecoder().decode(entry.subarray(0, equals)));
-  }
-  return restored;
 }
 
 /** Runs denit with the given arguments (without the program name); resolves to the exit code. */
@@ -92,9 +70,11 @@ export async function superviseMain(
   args: readonly string[],
   context: SuperviseContext,
 ): Promise<number> {
+  const launch = context.launch;
+  nameProcess();
   // Before anything reads the environment: the child must get the container's, unchanged.
-  const restored = await restoreLaunchEnvironment();
-  const repair = undoRuntimeEnvironment();
+  const restored = launch === null ? [] : restoreEnvironment(launch);
+  if (launch !== null) takeBackStderr(launch);
   let invocation;
   try {
     invocation = parseInvocation(args, Deno.env.toObject());
@@ -110,6 +90,15 @@ export async function superviseMain(
   if (invocation.kind === "version") {
     printOut(`denit ${VERSION} (deno ${Deno.version.deno})`);
     return ExitCode.OK;
+  }
+  const blocked = blockedSignals();
+  if (launch === null || !READ_SIGNALS.every((signo) => blocked.has(signo))) {
+    printErr(
+      "denit: started without its launcher, which blocks the signals denit forwards before " +
+        "the runtime starts: run the denit executable (the image's /denit, dist/denit), not " +
+        "its bundle with deno run",
+    );
+    return ExitCode.INTERNAL;
   }
   const config = invocation.config;
   let runAs: RunAs | null = null;
@@ -128,12 +117,6 @@ export async function superviseMain(
   if (restored.length > 0) {
     log.debug("put back what the launcher kept from the runtime", { names: restored.join(",") });
   }
-  if (repair.removed.length > 0) {
-    log.debug("undid the runtime's node shim in the environment", {
-      removed: repair.removed.join(","),
-    });
-  }
-  await closeRuntimeInspector(log);
   let supervisorModule;
   try {
     // Loaded after parsing, so that --help and usage errors never need the C library.
@@ -152,8 +135,9 @@ export async function superviseMain(
     return ExitCode.INTERNAL;
   }
   const publish = health === null ? null : (snapshot: Snapshot) => health?.publish(snapshot);
-  const supervisor = new supervisorModule.Supervisor(config, log, context.inbox, {
+  const supervisor = new supervisorModule.Supervisor(config, log, new SignalReader(READ_SIGNALS), {
     publish,
+    containerFileLimit: launch.fileSoftLimit,
     ...(context.trap === undefined ? {} : { trap: context.trap }),
   });
   let jobs: JobHost | null = null;
@@ -168,7 +152,7 @@ export async function superviseMain(
     return ExitCode.INTERNAL;
   }
   try {
-    return await supervise(config, supervisor, log, runAs);
+    return await supervise(config, supervisor, log, runAs, launch);
   } finally {
     jobs?.close();
     health?.close();
@@ -205,28 +189,6 @@ async function startJobs(
     socket: config.jobsSocket,
   });
   return host;
-}
-
-/**
- * `deno run` opens a V8 inspector on 127.0.0.1:9229 before any script runs when NODE_OPTIONS
- * asks for one (an image that debugs a Node child sets it): anything in the pod's network
- * could attach a debugger to PID 1, and the child would find its port taken. Closed here,
- * before the child starts; the child still gets NODE_OPTIONS as it was. The compiled binary
- * does not read NODE_OPTIONS at all. node:inspector (Deno's Node layer, about 10 MiB) is
- * loaded only when NODE_OPTIONS asks.
- */
-async function closeRuntimeInspector(log: Logger): Promise<void> {
-  if (Deno.build.standalone || !asksForInspector(Deno.env.get("NODE_OPTIONS"))) return;
-  const inspector = await import("node:inspector");
-  const url = inspector.url();
-  if (url === undefined) return;
-  inspector.close();
-  log.warn(
-    "closed the V8 inspector that NODE_OPTIONS opened in the runtime; the child still gets NODE_OPTIONS",
-    {
-      was: url.replace(/\/[0-9a-f-]{36}$/, ""),
-    },
-  );
 }
 
 async function startHealth(
@@ -290,6 +252,7 @@ async function supervise(
   supervisor: Supervisor,
   log: Logger,
   runAs: RunAs | null,
+  launch: Launch,
 ): Promise<number> {
   // As gosu and su-exec do: the child's HOME is the user's (when passwd names one).
   if (runAs !== null) Deno.env.set("HOME", runAs.home);
@@ -297,10 +260,8 @@ async function supervise(
   // From here on a throw nobody catches must not end denit: the child may be running.
   keepGoing(log);
   try {
-    // Deno refuses arguments that are not valid UTF-8 before denit runs, so every argument
-    // here is exact text, and its UTF-8 encoding is the exact bytes it came in as.
-    const encoder = new TextEncoder();
-    await supervisor.start(config.command.map((arg) => encoder.encode(arg)), runAs);
+    // The command is the arguments' tail: its bytes as the launcher got them.
+    await supervisor.start(launch.args.slice(launch.args.length - config.command.length), runAs);
   } catch (err: unknown) {
     const { ExecError } = await import("./command.ts");
     failure = err instanceof ExecError

@@ -1,12 +1,9 @@
 /**
- * The only waiter for children: turns wait statuses into rounds of reaping. Nothing else in
- * denit waits for a child, so no status can be taken by someone else (`Deno.Command` is never
- * used: its own waitpid would race with this one).
- *
- * A round blocks a worker thread until some child has terminated, without reaping it
- * (waitid with WNOWAIT), then reaps on the JS thread with waitpid(WNOHANG). Reaping and
+ * The only waiter for children: a round of reaping, run when a SIGCHLD was read (supervisor.ts).
+ * Nothing else in denit waits for a child, so no status can be taken by someone else
+ * (`Deno.Command` is never used: its own waitpid would race with this one). Reaping and
  * signalling both happen on the JS thread, so a pid denit signals is never one it has already
- * reaped (and the kernel may have reused); see waitForExited() in sys/process.ts.
+ * reaped (and the kernel may have reused), as in tini and catatonit.
  */
 
 import {
@@ -15,8 +12,6 @@ import {
   lastReapedSignal,
   lastReapedStatus,
   reapNext,
-  type Waited,
-  waitForExited,
 } from "../sys/process.ts";
 import { SIGKILL } from "../common/signals.ts";
 
@@ -28,6 +23,8 @@ export interface ReapRound {
   child: ExitStatus | null;
   /** No child at all was left when the round ended. */
   noChildren: boolean;
+  /** The round stopped at its limit: more may be waiting. */
+  more: boolean;
   /** An unexpected waitpid errno (0: none). */
   errno: number;
   /** Other processes reaped in this round that SIGKILL ended (perhaps the OOM killer). */
@@ -37,49 +34,35 @@ export interface ReapRound {
 /**
  * How many statuses one round collects before the event loop turns again (signals, timers and
  * health requests wait that long): about 2 µs each, so a round stays well under a millisecond.
- * The next round's wait returns at once while zombies remain, so a burst drains at full speed.
  */
 export const REAP_BATCH = 128;
 
-/**
- * In a burst, the next round's thread wait is started once a round has reaped this many: it
- * returns at once while zombies remain, so by the time the round yields its answer is already
- * in and the event loop turns without the JS thread sleeping on the worker thread's wake-up.
- */
-const PREFETCH_AFTER = REAP_BATCH / 2;
-
-/** The next round's wait, started by a round that found a burst. */
-let prefetched: Promise<Waited> | null = null;
-
-/** A reaped process that was not the main child (collected for `-w` only). */
+/** A reaped process that was not the main child (collected for `-w` and the jobs only). */
 export interface Reaped {
   readonly pid: number;
   readonly status: ExitStatus;
 }
 
 /**
- * One round: waits until a child has terminated, then reaps up to `limit` of them; with
- * `others`, the pid and status of every one that was not the main child go there.
+ * One round: reaps what has terminated, up to `limit`, without waiting; with `others`, the pid
+ * and status of every one that was not the main child go there.
  */
-export async function reapRound(
+export function reapRound(
   childPid: number,
   limit: number = REAP_BATCH,
   others: Reaped[] | null = null,
-): Promise<ReapRound> {
-  const round: ReapRound = { reaped: 0, child: null, noChildren: false, errno: 0, othersKilled: 0 };
-  const waited = await (prefetched ?? waitForExited());
-  prefetched = null;
-  if (waited === "no-children") {
-    round.noChildren = true;
-    return round;
-  }
+): ReapRound {
+  const round: ReapRound = {
+    reaped: 0,
+    child: null,
+    noChildren: false,
+    more: false,
+    errno: 0,
+    othersKilled: 0,
+  };
   while (round.reaped < limit) {
-    if (round.reaped === PREFETCH_AFTER && limit > PREFETCH_AFTER) {
-      // Never rejects: a failed wait is only a round that finds nothing and waits again.
-      prefetched = waitForExited().catch((): Waited => "interrupted");
-    }
     const pid = reapNext();
-    if (pid === 0) break;
+    if (pid === 0) return round;
     if (pid > 0) {
       round.reaped++;
       if (pid === childPid) {
@@ -92,8 +75,10 @@ export async function reapRound(
     }
     // waitpid(2): ECHILD means the caller has no children left, waited-for or not.
     if (pid === -Errno.ECHILD) round.noChildren = true;
-    else if (pid !== -Errno.EINTR) round.errno = -pid;
-    break;
+    else if (pid === -Errno.EINTR) round.more = true;
+    else round.errno = -pid;
+    return round;
   }
+  round.more = true;
   return round;
 }

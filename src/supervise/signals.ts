@@ -1,10 +1,12 @@
 /**
  * The signal policy: one row per Linux signal 1..31, what denit does when it receives it, and
- * why. Real-time signals (34..64) have no row: Deno cannot listen for them, so denit ignores
- * them (a subreaper would otherwise die of one) and the child starts with them at default.
+ * why; the real-time signals (34..64) are forwarded too. denit's launcher (launch/denit.c)
+ * applies the same policy before the runtime starts: what is forwarded, and SIGCHLD, is blocked
+ * in every thread and read from a signalfd; what is ignored is SIG_IGN; the rest stays with the
+ * runtime.
  */
 
-import { type SignalName, signalNumber } from "../common/signals.ts";
+import { SIGCHLD, type SignalName, signalNumber, SIGRTMAX, SIGRTMIN } from "../common/signals.ts";
 
 /** What denit does with a signal it receives. */
 export type SignalAction = "forward" | "ignore" | "never";
@@ -79,7 +81,11 @@ export const STOP_SIGNALS: ReadonlySet<number> = new Set(
   (["SIGINT", "SIGQUIT", "SIGTERM"] as const).map(signalNumber),
 );
 
-/** The rows whose action is "forward". */
-export const FORWARDED: readonly SignalPolicy[] = SIGNAL_TABLE.filter((row) =>
-  row.action === "forward"
-);
+/** The signals denit forwards: the rows whose action is "forward", and the real-time ones. */
+export const FORWARDED: readonly number[] = Object.freeze([
+  ...SIGNAL_TABLE.filter((row) => row.action === "forward").map((row) => row.signo),
+  ...Array.from({ length: SIGRTMAX - SIGRTMIN + 1 }, (_, i) => SIGRTMIN + i),
+]);
+
+/** What the launcher blocked and denit reads: the forwarded signals and SIGCHLD. */
+export const READ_SIGNALS: readonly number[] = Object.freeze([...FORWARDED, SIGCHLD]);

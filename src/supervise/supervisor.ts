@@ -8,7 +8,7 @@
 import { quietDelay } from "../common/delay.ts";
 import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
-import { SIGCHLD, SIGKILL, signalName, SIGRTMAX, SIGRTMIN, SIGTERM } from "../common/signals.ts";
+import { SIGCHLD, SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import type { MemoryFacts, Snapshot } from "../common/snapshot.ts";
 import {
   becomeSubreaper,
@@ -17,19 +17,16 @@ import {
   type ExitStatus,
   fileLimit,
   hasTerminated,
-  ignoreSignal,
   isControllingTerminal,
   isSubreaper,
-  resetIfIgnored,
   sendSignal,
   setParentDeathSignal,
   spawn,
   type SpawnRequest,
   type SpawnResult,
 } from "../sys/process.ts";
-import { type Config, DEFAULT_FILE_LIMIT, type FileLimitSetting } from "./cli.ts";
+import type { Config, FileLimitSetting } from "./cli.ts";
 import { execFailure, type Executable, resolveCommand, shellFallback } from "./command.ts";
-import type { SignalInbox } from "./inbox.ts";
 import {
   descendants,
   describeProcess,
@@ -49,6 +46,7 @@ import {
   transition,
 } from "./machine.ts";
 import { REAP_BATCH, type Reaped, type ReapRound, reapRound } from "./reaper.ts";
+import type { SignalReader } from "../sys/signals.ts";
 import {
   ReapedLog,
   scanZombies,
@@ -57,7 +55,6 @@ import {
   type ZombieReport,
   zombieWarning,
 } from "./zombies.ts";
-import { SIGNAL_TABLE } from "./signals.ts";
 import { explainExit, type Explanation } from "./cause.ts";
 import {
   findMemoryCgroup,
@@ -76,24 +73,23 @@ const SWEEP_INTERVAL_MS = 20;
 /** After an unexpected failure of a reap round, the next one waits this long (no busy loop). */
 const REAP_RETRY_MS = 100;
 
-/** The child's soft open-file limit for a setting; undefined leaves this process's own. */
+/**
+ * The child's soft open-file limit for a setting: by default the one the container set, which
+ * the launcher recorded before the runtime raised its own.
+ */
 export function childFileLimit(
   setting: FileLimitSetting,
   current: { soft: number | null; hard: number | null },
-  standalone: boolean,
-): number | null | undefined {
+  containerSoft: number,
+): number | null {
+  const hard = current.hard ?? Infinity;
   switch (setting.kind) {
     case "max":
       return current.hard;
     case "value":
-      return current.hard === null ? setting.value : Math.min(setting.value, current.hard);
+      return Math.min(setting.value, hard);
     case "default":
-      // The compiled binary keeps the limit it was given; `deno run` raised the soft limit to
-      // the hard one before denit ran, so the container's value is lost: 1024, as most have.
-      if (standalone) return undefined;
-      return current.hard === null
-        ? DEFAULT_FILE_LIMIT
-        : Math.min(DEFAULT_FILE_LIMIT, current.hard);
+      return Math.min(containerSoft, hard);
   }
 }
 
@@ -137,6 +133,8 @@ export interface SupervisorOptions {
    * nothing after the spawn can end denit. denit itself passes none.
    */
   readonly trap?: (point: FaultPoint) => void;
+  /** The open-file soft limit the container set (the launcher's record): the child's default. */
+  readonly containerFileLimit: number;
 }
 
 /** An error, as one line for a log field. */
@@ -149,10 +147,12 @@ export class Supervisor {
   readonly #config: Config;
   readonly #policy: Policy;
   readonly #log: Logger;
-  readonly #inbox: SignalInbox;
+  /** Every signal denit gets, SIGCHLD included: read, never caught (sys/signals.ts). */
+  readonly #signals: SignalReader;
   /** The health endpoint's view, told of every change (null: nobody looks). */
   readonly #publish: ((snapshot: Snapshot) => void) | null;
   readonly #trap: ((point: FaultPoint) => void) | null;
+  readonly #containerFileLimit: number;
   readonly #done = Promise.withResolvers<number>();
   /** The running timers, each by its cancel. */
   readonly #timers = new Map<TimerName, () => void>();
@@ -205,13 +205,19 @@ export class Supervisor {
   #spawner: Spawner | null = null;
   #sweepTimer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(config: Config, log: Logger, inbox: SignalInbox, options: SupervisorOptions = {}) {
+  constructor(
+    config: Config,
+    log: Logger,
+    signals: SignalReader,
+    options: SupervisorOptions,
+  ) {
     this.#config = config;
     this.#log = log;
-    this.#inbox = inbox;
+    this.#signals = signals;
     const publish = options.publish ?? null;
     this.#publish = publish;
     this.#trap = options.trap ?? null;
+    this.#containerFileLimit = options.containerFileLimit;
     this.#reapedLog = config.warnReaped ? new ReapedLog(log) : null;
     publish?.(this.snapshot());
     this.#policy = {
@@ -258,9 +264,9 @@ export class Supervisor {
   }
 
   /**
-   * Prepares this process (parent-death signal, subreaper, signal dispositions), takes the
-   * signals kept so far, then starts the child. Throws ExecError (126/127) if it cannot run;
-   * nothing is started then.
+   * Prepares this process (parent-death signal, subreaper), takes the signals that came so far
+   * (a stop among them: the child is not started, and finished() says 128+N), then starts the
+   * child. Throws ExecError (126/127) if it cannot run; nothing is started then.
    */
   async start(argv: readonly Uint8Array[], runAs: RunAs | null = null): Promise<void> {
     const name = this.#config.command[0] ?? "";
@@ -269,9 +275,10 @@ export class Supervisor {
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
     this.#memory = findMemoryCgroup();
     this.#refreshOomCount();
-    this.#inbox.take((signo) =>
-      this.#guard("signal", () => this.#dispatch({ type: "signal-received", signo }))
-    );
+    for (const signo of this.#signals.take()) {
+      if (signo !== SIGCHLD) this.#dispatch({ type: "signal-received", signo });
+    }
+    if (this.#finished) return;
     const spawner = runAs === null ? null : new (await import("./spawner.ts")).Spawner();
     try {
       let result = await this.#spawn(command, spawner, runAs);
@@ -322,7 +329,7 @@ export class Supervisor {
       ...(runAs === null ? {} : { user: `${runAs.uid}:${runAs.gid}` }),
     });
     this.#dispatch({ type: "child-started", pid, target });
-    void this.#reapLoop(pid);
+    void this.#eventLoop(pid);
     // At once: a child that grows fast reaches the limit within a fraction of a second.
     void this.#dropCodePages();
     void this.#zombieLoop();
@@ -385,23 +392,14 @@ export class Supervisor {
       if (result.ok) this.#adopts = true;
       else this.#log.warn("cannot become a subreaper", { errno: result.errno });
     }
-    for (const row of SIGNAL_TABLE) if (row.action === "ignore") ignoreSignal(row.signo);
-    // Inherited as ignored, SIGCHLD makes the kernel reap every child itself, and its status
-    // is lost (waitpid: ECHILD). Back to the default, as every init needs it.
-    if (resetIfIgnored(SIGCHLD) === "ignore") {
-      this.#log.info("SIGCHLD was inherited as ignored; set back to its default");
-    }
   }
 
   /**
    * What need not wait for the child, done as soon as it runs (while it starts up): the
-   * descriptors held back, the real-time signals, and the memory cgroup's limit.
+   * descriptors held back and the memory cgroup's limit.
    */
   #settle(): void {
     this.#reserve = openReserve();
-    // Deno cannot listen for real-time signals; at their default they would end a subreaper
-    // denit (the kernel protects only PID 1). The child starts with every signal at default.
-    for (let signo = SIGRTMIN; signo <= SIGRTMAX; signo++) ignoreSignal(signo);
     this.#memoryLimit = this.#memory === null ? null : readMemoryLimit(this.#memory);
     this.#noteOomGroup();
   }
@@ -411,10 +409,9 @@ export class Supervisor {
     spawner: Spawner | null,
     runAs: RunAs | null,
   ): Promise<SpawnResult> {
-    const limit = childFileLimit(this.#config.fileLimit, fileLimit(), Deno.build.standalone);
     const request: SpawnRequest = {
       ...command,
-      ...(limit === undefined ? {} : { fileSoftLimit: limit }),
+      fileSoftLimit: childFileLimit(this.#config.fileLimit, fileLimit(), this.#containerFileLimit),
     };
     const run = (r: SpawnRequest) =>
       spawner === null || runAs === null ? Promise.resolve(spawn(r)) : spawner.spawn(runAs, r);
@@ -502,13 +499,29 @@ export class Supervisor {
     this.#log.warn(zombieWarning(report));
   }
 
-  async #reapLoop(childPid: number): Promise<void> {
+  /**
+   * denit's loop once the child runs: waits for a signal (SIGCHLD included), forwards what came
+   * and reaps when a child ended. A round that stopped at its limit is followed by another as
+   * soon as the event loop has turned (a wait of 0), so a burst of zombies never holds up a
+   * signal, a timer or a health request for long.
+   */
+  async #eventLoop(childPid: number): Promise<void> {
     const others: Reaped[] | null = this.#reapedLog === null && this.#jobs === null ? null : [];
+    // A child that ended before the loop began left its SIGCHLD behind: a round at once anyway.
+    let reap = true;
     while (!this.#finished) {
       try {
+        await this.#signals.wait(reap ? 0 : -1);
+        for (const signo of this.#signals.take()) {
+          if (signo === SIGCHLD) reap = true;
+          else this.#guard("signal", () => this.#dispatch({ type: "signal-received", signo }));
+        }
+        if (!reap || this.#finished) continue;
+        reap = false;
         this.#trap?.("reap");
         if (others !== null) others.length = 0;
-        const round: ReapRound = await reapRound(childPid, REAP_BATCH, others);
+        const round = reapRound(childPid, REAP_BATCH, others);
+        reap = round.more;
         for (const { pid, status } of others ?? []) {
           // A job is not an orphan: -w reports only what nobody else waited for.
           if (this.#jobs?.reaped(pid, status) !== true) this.#reapedLog?.reaped(pid, status);
@@ -516,8 +529,9 @@ export class Supervisor {
         if (round.reaped > 0) this.#jobs?.afterRound();
         this.#afterRound(round);
       } catch (err: unknown) {
-        // A PID 1 never bails: say so, wait a moment, and wait for children again.
+        // A PID 1 never bails: say so, wait a moment, and reap again.
         this.#log.error("reap failed; denit goes on", { error: describeError(err) });
+        reap = true;
         await new Promise((resolve) => setTimeout(resolve, REAP_RETRY_MS));
       }
     }
@@ -890,6 +904,10 @@ export class Supervisor {
       }
       const names = left.length === 0 ? "" : `: ${formatProcesses(left)}`;
       this.#log.warn(`leftover processes survived SIGKILL; exiting anyway${names}`);
+    } else if (outcome === "not-started") {
+      this.#log.warn(
+        `a stop signal came before the child started: it was not started; exit ${exitCode}`,
+      );
     } else if (outcome === "lost") {
       this.#log.error(
         "the child's exit status was lost: no children are left to wait for " +
@@ -901,7 +919,7 @@ export class Supervisor {
     this.#reapedLog?.close();
     for (const name of [...this.#timers.keys()]) this.#cancelTimer(name);
     if (this.#sweepTimer !== null) clearTimeout(this.#sweepTimer);
-    // The inbox's listeners stay: a signal arriving now is swallowed rather than killing denit.
+    // The signals stay blocked: one arriving now waits, unread, until denit exits.
     this.#log.info("exiting", { code: exitCode });
     this.#done.resolve(exitCode);
   }

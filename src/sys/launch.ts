@@ -1,8 +1,101 @@
 /**
- * What the entry and the supervising program take from sys/process.ts under denit's launcher
- * (launch/denit.c), each by a dynamic import. A module of its own because the bundle gives a
- * dynamically imported module a namespace object, built while the bundle loads, with a getter
- * for each export: four here, where process.ts has 27.
+ * What denit's launcher (launch/denit.c) hands the runtime, taken in: DENIT_LAUNCH
+ * ("MEMFD:NOFILE:STDERR") and the memfd it names, which holds the arguments as bytes, the
+ * variables moved out of the runtime's way and the names of those the launcher set. The memfd is
+ * read and closed (the child must not inherit it), the environment put back as the container
+ * gave it, stderr taken back.
  */
 
-export { closeDescriptor, moveDescriptor, setEnvironment, unblockSignals } from "./process.ts";
+import { closeFd, cString, libc } from "./symbols.ts";
+
+/** The variable that names the memfd. */
+export const LAUNCH_VARIABLE = "DENIT_LAUNCH";
+
+/** What the launcher handed over. */
+export interface Launch {
+  /** denit's arguments, byte for byte (the runtime's Deno.args replaced what is not UTF-8). */
+  readonly args: readonly Uint8Array[];
+  /** "NAME=VALUE" entries moved out of the runtime's way, to go back into the environment. */
+  readonly moved: readonly Uint8Array[];
+  /** Variables the launcher set for the runtime, to be removed again. */
+  readonly added: readonly string[];
+  /** The open-file soft limit the container set (the runtime raised its own). */
+  readonly fileSoftLimit: number;
+  /** Where the real stderr waits while the runtime's is /dev/null (on a terminal); else null. */
+  readonly stderr: number | null;
+}
+
+/** DENIT_LAUNCH's parts; null if it is not the launcher's. */
+export function parseLaunchVariable(
+  value: string | undefined,
+): { memfd: number; fileSoftLimit: number; stderr: number | null } | null {
+  const match = /^(\d+):(\d+):(-1|\d+)$/.exec(value ?? "");
+  if (match === null) return null;
+  const stderr = Number(match[3]);
+  return {
+    memfd: Number(match[1]),
+    fileSoftLimit: Number(match[2]),
+    stderr: stderr < 0 ? null : stderr,
+  };
+}
+
+/** The memfd's entries: the count of arguments, the arguments, moved entries, "", added names. */
+export function parseLaunch(
+  bytes: Uint8Array,
+  variable: { fileSoftLimit: number; stderr: number | null },
+): Launch {
+  const entries: Uint8Array[] = [];
+  for (let start = 0; start < bytes.length;) {
+    const end = bytes.indexOf(0, start);
+    entries.push(bytes.subarray(start, end < 0 ? bytes.length : end));
+    start = (end < 0 ? bytes.length : end) + 1;
+  }
+  const decoder = new TextDecoder();
+  const count = Number(decoder.decode(entries[0] ?? new Uint8Array()));
+  const args = entries.slice(1, 1 + count);
+  const rest = entries.slice(1 + count);
+  const blank = rest.findIndex((entry) => entry.length === 0);
+  return {
+    args,
+    moved: blank < 0 ? rest : rest.slice(0, blank),
+    added: blank < 0 ? [] : rest.slice(blank + 1).map((entry) => decoder.decode(entry)),
+    ...variable,
+  };
+}
+
+/** What the launcher handed over; null when denit was not started by it. */
+export function readLaunch(): Launch | null {
+  const variable = parseLaunchVariable(Deno.env.get(LAUNCH_VARIABLE));
+  if (variable === null) return null;
+  try {
+    return parseLaunch(Deno.readFileSync(`/proc/self/fd/${variable.memfd}`), variable);
+  } catch {
+    return null; // not the launcher's memfd after all
+  } finally {
+    closeFd(variable.memfd);
+  }
+}
+
+/**
+ * Puts back the container's environment: the variables the launcher set for the runtime go,
+ * those it moved out of the runtime's way come back byte for byte (setenv(3), so that a value
+ * that is not UTF-8 stays as it was). Returns the names put back.
+ */
+export function restoreEnvironment(launch: Launch): string[] {
+  for (const name of launch.added) Deno.env.delete(name);
+  const restored: string[] = [];
+  for (const entry of launch.moved) {
+    const equals = entry.indexOf(0x3d); // "="
+    if (equals <= 0) continue;
+    libc.setenv(cString(entry.subarray(0, equals)), cString(entry.subarray(equals + 1)), 1);
+    restored.push(new TextDecoder().decode(entry.subarray(0, equals)));
+  }
+  return restored;
+}
+
+/** On a terminal the launcher lent the runtime /dev/null as stderr: the real one comes back. */
+export function takeBackStderr(launch: Launch): void {
+  if (launch.stderr === null) return;
+  libc.dup2(launch.stderr, 2);
+  closeFd(launch.stderr);
+}

@@ -20,6 +20,10 @@ export const FILE_ACTIONS_BYTES = 80;
 export const SIGINFO = Object.freeze({ bytes: 128, signo: 0, code: 8, pid: 16, status: 24 });
 
 /** struct rlimit: two rlim_t (unsigned long). */
+/** struct signalfd_siginfo (linux/signalfd.h), the same on both: ssi_signo first. */
+export const SIGNALFD_SIGINFO = Object.freeze({ bytes: 128, signo: 0 });
+/** struct pollfd { int fd; short events; short revents; } */
+export const POLLFD = Object.freeze({ bytes: 8, fd: 0, events: 4, revents: 6 });
 export const RLIMIT = Object.freeze({ bytes: 16, cur: 0, max: 8 });
 
 /** struct statx (linux/stat.h), the fields copy mode reads. */

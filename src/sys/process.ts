@@ -4,22 +4,15 @@
  * union.
  */
 
-import {
-  FILE_ACTIONS_BYTES,
-  RLIMIT,
-  SIGINFO,
-  SIGSET_BYTES,
-  SPAWNATTR_BYTES,
-  STATX,
-} from "./layout.ts";
+import { FILE_ACTIONS_BYTES, RLIMIT, SIGINFO, SPAWNATTR_BYTES, STATX } from "./layout.ts";
 import { addressOf, cString, Errno, errno, errnoMessage, libc } from "./symbols.ts";
+import { signalSet } from "./signals.ts";
 
 export { Errno, errnoMessage };
 
 const WNOHANG = 1; // sys/wait.h
 const WEXITED = 4; // sys/wait.h
 const WNOWAIT = 0x01000000; // sys/wait.h
-const P_ALL = 0; // sys/wait.h idtype_t
 const P_PID = 1; // sys/wait.h idtype_t
 const POSIX_SPAWN_SETPGROUP = 0x02; // spawn.h
 const POSIX_SPAWN_SETSIGDEF = 0x04; // spawn.h
@@ -27,9 +20,6 @@ const POSIX_SPAWN_SETSIGMASK = 0x08; // spawn.h
 const PR_SET_PDEATHSIG = 1; // linux/prctl.h
 const PR_SET_CHILD_SUBREAPER = 36; // linux/prctl.h
 const PR_GET_CHILD_SUBREAPER = 37; // linux/prctl.h
-const SIG_DFL = 0n; // bits/signum-generic.h: ((__sighandler_t) 0)
-const SIG_IGN = 1n; // bits/signum-generic.h: ((__sighandler_t) 1)
-const SIG_ERR = 0xffffffffffffffffn; // ((__sighandler_t) -1)
 const RLIMIT_NOFILE = 7; // bits/resource.h
 const F_OK = 0; // unistd.h
 const X_OK = 1; // unistd.h
@@ -80,31 +70,6 @@ export function lastReapedStatus(): ExitStatus {
   return decodeWaitStatus(drainStatus[0] ?? 0);
 }
 
-/** What waiting for a terminated child found; nothing is reaped by the wait itself. */
-export type Waited = "exited" | "no-children" | "interrupted";
-
-const waitInfo = new Uint8Array(SIGINFO.bytes);
-
-/**
- * Blocks a worker thread in waitid(P_ALL, WEXITED | WNOWAIT) until some child has terminated,
- * and leaves it unreaped: only the JS thread reaps (`reapNext()`), and only the JS thread
- * signals, so a pid that denit signals can never have been reaped and reused in between
- * (tini and catatonit get the same guarantee from doing both on their one thread).
- * errno cannot be read across threads: a failure is looked at again here, without blocking.
- */
-export async function waitForExited(): Promise<Waited> {
-  const rc = await libc.waitid_blocking(P_ALL, 0, waitInfo, WEXITED | WNOWAIT);
-  if (rc === 0) return "exited";
-  const again = libc.waitid(P_ALL, 0, waitInfo, WEXITED | WNOWAIT | WNOHANG);
-  if (again === 0) {
-    // waitid(2) with WNOHANG: si_pid 0 means children exist but none has terminated.
-    const pid = new DataView(waitInfo.buffer).getInt32(SIGINFO.pid, true);
-    return pid === 0 ? "interrupted" : "exited";
-  }
-  // waitid(2): ECHILD means the caller has no children left, waited-for or not.
-  return errno() === Errno.ECHILD ? "no-children" : "interrupted";
-}
-
 const peekInfo = new Uint8Array(SIGINFO.bytes);
 
 /**
@@ -142,64 +107,6 @@ export function isSubreaper(): boolean {
 /** prctl(PR_SET_PDEATHSIG, signo): get signo when the parent that started us dies. */
 export function setParentDeathSignal(signo: number): CallResult {
   return checked(libc.prctl(PR_SET_PDEATHSIG, BigInt(signo), 0n, 0n, 0n));
-}
-
-const SIG_UNBLOCK = 1; // bits/sigaction.h
-
-/**
- * pthread_sigmask(SIG_UNBLOCK) on the calling thread: denit's launcher blocked the signals it
- * forwards, so that one sent during the runtime's boot waited; the kernel delivers what is
- * pending to this thread at once, and its listeners exist by now.
- */
-export function unblockSignals(signos: readonly number[]): CallResult {
-  const set = new Uint8Array(SIGSET_BYTES);
-  for (const signo of signos) {
-    set[(signo - 1) >> 3] = (set[(signo - 1) >> 3] ?? 0) | (1 << ((signo - 1) & 7));
-  }
-  return checked(libc.pthread_sigmask(SIG_UNBLOCK, set, null));
-}
-
-/** close(2) of a descriptor Deno does not know of (one inherited from the launcher). */
-export function closeDescriptor(fd: number): CallResult {
-  return checked(libc.close(fd));
-}
-
-/** dup2(2) then close(2): `fd` becomes `target` (the launcher's kept stderr becomes fd 2). */
-export function moveDescriptor(fd: number, target: number): CallResult {
-  if (libc.dup2(fd, target) < 0) return { ok: false, errno: errno() };
-  return checked(libc.close(fd));
-}
-
-/** setenv(3) with raw bytes: a value that is not UTF-8 stays exactly as it was. */
-export function setEnvironment(name: Uint8Array, value: Uint8Array): CallResult {
-  return checked(libc.setenv(cString(name), cString(value), 1));
-}
-
-/** A signal's disposition before a change: what the process inherited. */
-export type Disposition = "default" | "ignore" | "handler";
-
-function setDisposition(signo: number, handler: bigint): Disposition | null {
-  const previous = libc.signal(signo, handler);
-  if (previous === SIG_ERR) return null;
-  return previous === SIG_DFL ? "default" : previous === SIG_IGN ? "ignore" : "handler";
-}
-
-/** signal(signo, SIG_IGN); null when the C library refuses the signal. */
-export function ignoreSignal(signo: number): Disposition | null {
-  return setDisposition(signo, SIG_IGN);
-}
-
-/**
- * Sets SIGCHLD (or any signal with no Deno listener) back to SIG_DFL if it was inherited as
- * ignored; a handler installed by the runtime is left in place. Returns what it found.
- */
-export function resetIfIgnored(signo: number): Disposition | null {
-  const previous = libc.signal(signo, SIG_DFL);
-  if (previous === SIG_ERR) return null;
-  if (previous === SIG_DFL) return "default";
-  if (previous === SIG_IGN) return "ignore";
-  libc.signal(signo, previous); // someone's handler: put it back
-  return "handler";
 }
 
 /**
@@ -301,15 +208,6 @@ function currentEnviron(): Deno.PointerValue {
   // Read at each spawn: setenv(3) may have moved the array since the library was opened.
   const address = libc.environ;
   return address === null ? null : new Deno.UnsafePointerView(address).getPointer();
-}
-
-/** sigset_t, a bit array (bit N-1 for signal N), holding `signos`. */
-function signalSet(signos: readonly number[]): Uint8Array<ArrayBuffer> {
-  const set = new Uint8Array(SIGSET_BYTES);
-  for (const signo of signos) {
-    set[(signo - 1) >> 3] = (set[(signo - 1) >> 3] ?? 0) | (1 << ((signo - 1) & 7));
-  }
-  return set;
 }
 
 // Every signal 1..64, directly: sigfillset(3) in glibc leaves out 32 and 33 (its internal

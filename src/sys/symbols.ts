@@ -37,21 +37,10 @@ const START_SYMBOLS = {
     parameters: ["i32", "buffer", "i32"], // pid_t pid, int *wstatus, int options
     result: "i32", // pid_t
   },
-  // waitid on a worker thread: a pending promise that keeps the event loop alive.
-  waitid_blocking: {
-    name: "waitid",
-    parameters: ["i32", "u32", "buffer", "i32"], // as waitid (below)
-    result: "i32",
-    nonblocking: true,
-  },
   prctl: {
     // int option, unsigned long arg2..arg5 (variadic in C; integer registers on Linux ABIs)
     parameters: ["i32", "u64", "u64", "u64", "u64"],
     result: "i32",
-  },
-  signal: {
-    parameters: ["i32", "usize"], // int signum, sighandler_t handler
-    result: "usize", // sighandler_t
   },
   prlimit: {
     // pid_t pid, int resource, const struct rlimit *new_limit, struct rlimit *old_limit
@@ -59,6 +48,13 @@ const START_SYMBOLS = {
     result: "i32",
   },
   access: { parameters: ["buffer", "i32"], result: "i32" }, // const char *pathname, int mode
+  // int signalfd(int fd, const sigset_t *mask, int flags)
+  signalfd: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  // int poll(struct pollfd *fds, nfds_t nfds, int timeout): waits on a thread of the runtime.
+  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // int fd, void *buf, count
+  // int pthread_sigmask(int how, const sigset_t *set, sigset_t *oldset): this thread's mask.
+  pthread_sigmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   // The command lookup's statx (as copy mode's below), optional: glibc 2.28+.
   statx_type: {
     name: "statx",
@@ -89,7 +85,7 @@ const PROCESS_SYMBOLS = {
     result: "i32",
     optional: true,
   },
-  // waitid at once, without waiting (WNOHANG): as waitid_blocking (above) on this thread.
+  // waitid without waiting (WNOHANG).
   waitid: {
     // idtype_t idtype, id_t id, siginfo_t *infop, int options
     parameters: ["i32", "u32", "buffer", "i32"],
@@ -99,8 +95,6 @@ const PROCESS_SYMBOLS = {
   tcgetpgrp: { parameters: ["i32"], result: "i32" }, // int fd
   close: { parameters: ["i32"], result: "i32" }, // int fd
   dup2: { parameters: ["i32", "i32"], result: "i32" }, // int oldfd, int newfd
-  // int pthread_sigmask(int how, const sigset_t *set, sigset_t *oldset): this thread's mask.
-  pthread_sigmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   // int setenv(const char *name, const char *value, int overwrite): raw bytes, not only UTF-8.
   setenv: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
   strlen: { parameters: ["pointer"], result: "usize" }, // const char *s
@@ -197,10 +191,7 @@ const JOB_SYMBOLS = {
   // int fcntl(int fd, int cmd, ... /* int arg */): one int in the integer registers.
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   open: { parameters: ["buffer", "i32", "u32"], result: "i32" }, // const char *path, flags, mode
-  read: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // int fd, void *buf, count
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // fd, const void *buf, count
-  // int poll(struct pollfd *fds, nfds_t nfds, int timeout): waits on a thread of the runtime.
-  poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   posix_spawn_file_actions_adddup2: {
     parameters: ["buffer", "i32", "i32"], // posix_spawn_file_actions_t *fa, int fd, int newfd
     result: "i32",

@@ -6,7 +6,7 @@
  */
 
 import { buildGlibcRootfs } from "../../fixtures/rootfs.ts";
-import { DENO, FIXTURES, ROOT, run } from "../helpers.ts";
+import { DENO, FIXTURES, ROOT, run, staticFixture } from "../helpers.ts";
 
 /** The engines the suite drives. */
 export type Engine = "docker" | "podman";
@@ -82,9 +82,11 @@ async function buildImages(name: Engine): Promise<void> {
       `${ROOT}dist/rootfs`,
     ]);
     await Deno.mkdir(`${dir}/test/fixtures`, { recursive: true });
-    for (const file of ["container_child.ts", "signal_echo.ts", "signal_names.ts"]) {
-      await Deno.copyFile(`${FIXTURES}/${file}`, `${dir}/test/fixtures/${file}`);
-    }
+    await Deno.copyFile(
+      `${FIXTURES}/container_child.ts`,
+      `${dir}/test/fixtures/container_child.ts`,
+    );
+    await Deno.copyFile(staticFixture("signal_echo"), `${dir}/test/fixtures/signal_echo`);
     await staticBinary("server.c", `${dir}/test/server`);
     await staticBinary("hog.c", `${dir}/test/hog`);
     await Deno.writeTextFile(
@@ -121,7 +123,7 @@ export const CHILD = [
   "/fixtures/container_child.ts",
 ];
 /** The signal echo in the image: "ready PID PGID", then a line per signal. */
-export const ECHO = ["/deno", "run", "--quiet", "--no-config", "-A", "/fixtures/signal_echo.ts"];
+export const ECHO = ["/fixtures/signal_echo"];
 
 let counter = 0;
 

@@ -7,10 +7,12 @@ import { ROOT } from "../helpers.ts";
 
 /**
  * The denit rootfs (`make rootfs`) and its entrypoint /denit: the launcher that starts the
- * image's Deno on the bundle, or with DENIT_EXE the executable under test.
+ * image's Deno on the bundle.
  */
 export const DENIT_ROOTFS = `${ROOT}dist/rootfs`;
 export const DENIT_ENTRY = ["/denit"];
+/** The signal echo (fixtures/signal_echo.c), from the read-only /test mount. */
+export const ECHO = ["/test/signal_echo"];
 /** The test child, run by the image's Deno from the read-only /fixtures mount. */
 export const CHILD = [
   "/deno",
@@ -104,6 +106,7 @@ function config(spec: ContainerSpec): Record<string, unknown> {
         options: ["nosuid", "nodev", "mode=1777", "size=65536k"],
       },
       bind(`${ROOT}fixtures`, "/fixtures", true),
+      bind(`${ROOT}dist/test`, "/test", true),
       ...(spec.volumes ?? []).map(([source, destination]) => bind(source, destination, false)),
     ],
     linux: {

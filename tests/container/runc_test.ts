@@ -4,8 +4,16 @@
  */
 
 import { assertEquals, assertMatch, assertOk } from "../assert.ts";
-import { freePort, ROOT } from "../helpers.ts";
-import { CAN_RUNC, CHILD, Container, DENIT_ENTRY, DENIT_ROOTFS, runContainer } from "./oci.ts";
+import { DENO, freePort } from "../helpers.ts";
+import {
+  CAN_RUNC,
+  CHILD,
+  Container,
+  DENIT_ENTRY,
+  DENIT_ROOTFS,
+  ECHO,
+  runContainer,
+} from "./oci.ts";
 import { buildGlibcRootfs } from "../../fixtures/rootfs.ts";
 import { call, client, finished, type Job, output, outputMatches } from "../jobs_client.ts";
 
@@ -58,17 +66,9 @@ containerTest("exit codes and 128+N pass through from inside the container", asy
 });
 
 containerTest("runc kill TERM reaches the child; the container exits with its code", async () => {
-  const echo = [
-    "/deno",
-    "run",
-    "--quiet",
-    "--no-config",
-    "--allow-all",
-    "/fixtures/signal_echo.ts",
-  ];
   const container = new Container({
     rootfs: DENIT_ROOTFS,
-    args: [...DENIT_ENTRY, "--", ...echo, "SIGTERM", "42"],
+    args: [...DENIT_ENTRY, "--", ...ECHO, "SIGTERM", "42"],
   });
   try {
     await container.waitFor(/^ready /);
@@ -204,7 +204,7 @@ containerTest(
     const work = await Deno.makeTempDir({ prefix: "denit-initflow-" });
     const glibc = `${work}/glibc-rootfs`;
     try {
-      buildGlibcRootfs(glibc, `${ROOT}.deno/bin/deno`);
+      buildGlibcRootfs(glibc, DENO);
       for (const path of ["/bin/sh", "/deno", "/denit.js", "/usr/bin/deno"]) {
         assertOk(!exists(`${glibc}${path}`), `${path} in the glibc rootfs`);
       }

@@ -1,0 +1,79 @@
+/**
+ * Signals read, not caught: denit's launcher blocked them in every thread before the runtime
+ * started, so the kernel keeps each one pending until it is read from a signalfd here. The wait
+ * runs on a thread of the runtime (poll); the reads are nonblocking, on the caller's thread.
+ */
+
+import { POLLFD, SIGNALFD_SIGINFO, SIGSET_BYTES } from "./layout.ts";
+import { closeFd, Errno, errno, errnoMessage, libc } from "./symbols.ts";
+
+const SFD_NONBLOCK = 0o4000; // sys/signalfd.h (O_NONBLOCK)
+const SFD_CLOEXEC = 0o2000000; // sys/signalfd.h (O_CLOEXEC)
+const SIG_BLOCK = 0; // bits/sigaction.h
+const POLLIN = 0x1; // poll.h
+/** Signals taken by one read. */
+const READ_BATCH = 64;
+
+/** sigset_t, a bit array (bit N-1 for signal N), holding `signos`. */
+export function signalSet(signos: Iterable<number>): Uint8Array<ArrayBuffer> {
+  const set = new Uint8Array(SIGSET_BYTES);
+  for (const signo of signos) {
+    set[(signo - 1) >> 3] = (set[(signo - 1) >> 3] ?? 0) | (1 << ((signo - 1) & 7));
+  }
+  return set;
+}
+
+/** The signals blocked in the calling thread (pthread_sigmask(SIG_BLOCK, NULL, &old)). */
+export function blockedSignals(): Set<number> {
+  const set = new Uint8Array(SIGSET_BYTES);
+  libc.pthread_sigmask(SIG_BLOCK, null, set);
+  const blocked = new Set<number>();
+  for (let signo = 1; signo <= 64; signo++) {
+    if (((set[(signo - 1) >> 3] ?? 0) & (1 << ((signo - 1) & 7))) !== 0) blocked.add(signo);
+  }
+  return blocked;
+}
+
+/** A signalfd over a set of blocked signals. */
+export class SignalReader {
+  readonly #fd: number;
+  // Larger than V8 keeps on its heap: their addresses stay put while another thread uses them.
+  readonly #pollfd = new Uint8Array(64);
+  readonly #buffer = new Uint8Array(SIGNALFD_SIGINFO.bytes * READ_BATCH);
+  readonly #view = new DataView(this.#buffer.buffer);
+
+  /** Opens a signalfd for `signos`; throws with errno's message. */
+  constructor(signos: Iterable<number>) {
+    this.#fd = libc.signalfd(-1, signalSet(signos), SFD_NONBLOCK | SFD_CLOEXEC);
+    if (this.#fd < 0) throw new Error(`signalfd: ${errnoMessage(errno())}`);
+    const view = new DataView(this.#pollfd.buffer);
+    view.setInt32(POLLFD.fd, this.#fd, true);
+    view.setInt16(POLLFD.events, POLLIN, true);
+  }
+
+  /**
+   * Resolves once a signal is pending, or after `timeoutMs` (-1: no bound; 0: at once, which
+   * still lets the event loop turn). A failed poll resolves too: the next take() finds nothing.
+   */
+  async wait(timeoutMs = -1): Promise<void> {
+    await libc.poll(this.#pollfd, 1n, timeoutMs);
+  }
+
+  /** Every pending signal, in the order the kernel hands them over (lowest number first). */
+  take(): number[] {
+    const signos: number[] = [];
+    for (;;) {
+      const n = Number(libc.read(this.#fd, this.#buffer, BigInt(this.#buffer.length)));
+      if (n < 0 && errno() === Errno.EINTR) continue;
+      for (let at = 0; at + SIGNALFD_SIGINFO.bytes <= n; at += SIGNALFD_SIGINFO.bytes) {
+        signos.push(this.#view.getUint32(at + SIGNALFD_SIGINFO.signo, true));
+      }
+      // A short read took all there was; EAGAIN means nothing (more) is pending.
+      if (n < this.#buffer.length) return signos;
+    }
+  }
+
+  close(): void {
+    closeFd(this.#fd);
+  }
+}
