@@ -84,6 +84,14 @@ export interface Figures {
   };
   /** `docker run --rm IMG /bin/true` with denit as entrypoint and under --init; null: no Docker. */
   docker?: { runs: number; denitMs: number; initMs: number } | null;
+  /** What users carry: the image (null: no Docker), `denit init`'s copy, and an init's time. */
+  sizes?: {
+    imageBytes: number | null;
+    copyBytes: number;
+    copyFiles: number;
+    initMs: number;
+    runs: number;
+  };
   signals: Record<
     typeof SIGNAL_ROWS[number],
     { medianUs: number; p99Us: number; maxUs: number; lost: number; count: number }
@@ -399,6 +407,19 @@ function dockerSection(d: Figures["docker"]): string[] {
   ];
 }
 
+function sizesSection(z: Figures["sizes"]): string[] {
+  if (z === undefined) return [];
+  const mb = (bytes: number) => fixed(bytes / 1e6, 1);
+  return [
+    "## 10. What users carry",
+    `The image of \`make image\` (the launcher, one runtime, the bundles and the runtime's C libraries), and what \`denit init DEST\` copies into an empty directory (${z.copyFiles} files), with the time that copy takes (median of ${z.runs}).`,
+    table(["what", "MB", "ms"], [
+      ["image (`docker image inspect`)", z.imageBytes === null ? "-" : mb(z.imageBytes), ""],
+      ["`denit init` copy", mb(z.copyBytes), fixed(z.initMs)],
+    ]),
+  ];
+}
+
 /** bench/RESULTS.md. */
 export function renderResults(f: Figures): string {
   const m = f.machine;
@@ -615,6 +636,7 @@ export function renderResults(f: Figures): string {
     ]),
     ...jobsSection(f.jobs),
     ...dockerSection(f.docker),
+    ...sizesSection(f.sizes),
     notes,
   ];
   return `${sections.join("\n\n").trimEnd()}\n`;

@@ -3,7 +3,8 @@
  * floor" (what the runtime costs by itself), interleaved in one run, medians over repeats,
  * each figure also as a ratio to tini. Writes bench/RESULTS.md and bench/chart.svg.
  *
- * Usage: run.ts PROBE DENO BUNDLE OUT_DIR [--quick]
+ * Usage: run.ts PROBE DENO DENIT OUT_DIR [--quick]: DENIT is the launcher (dist/denit), the form
+ * users run; DENO the runtime the floors run on.
  */
 
 const RUN_FLAGS = ["run", "--quiet", "--no-config", "--no-lock", "--allow-all", "--no-prompt"];
@@ -24,7 +25,7 @@ import {
   SUPERVISORS as NAMES,
 } from "./report.ts";
 
-const [PROBE = "", DENO = "", BUNDLE = "", OUT = ""] = Deno.args;
+const [PROBE = "", DENO = "", DENIT = "", OUT = ""] = Deno.args;
 const QUICK = Deno.args.includes("--quick");
 const HERE = new URL(".", import.meta.url).pathname;
 const RUN = RUN_FLAGS;
@@ -34,14 +35,14 @@ const SUPERVISORS: Record<Supervisor, string[]> = {
   tini: ["tini", "-s", "--"],
   "dumb-init": ["dumb-init", "--"],
   catatonit: ["catatonit", "--"],
-  denit: [DENO, ...RUN, BUNDLE, "-s", "--"],
+  denit: [DENIT, "-s", "--"],
 };
 /** The same as PID 1 of a PID namespace. */
 const AS_PID1: Record<Supervisor, string[]> = {
   tini: ["tini", "--"],
   "dumb-init": ["dumb-init", "--"],
   catatonit: ["catatonit", "--"],
-  denit: [DENO, ...RUN, BUNDLE, "--"],
+  denit: [DENIT, "--"],
 };
 const FLOOR_SPAWN = [DENO, ...RUN, `${HERE}floor_spawn.js`];
 const FLOOR_EMPTY = [DENO, ...RUN, `${HERE}floor_empty.js`];
@@ -336,6 +337,42 @@ function dockerRun(repeats: number): Exclude<Figures["docker"], undefined> {
   return { runs: repeats, denitMs: runs.median("denit"), initMs: runs.median("init") };
 }
 
+/** The image's size (when Docker runs), and `denit init` into an empty directory: size, time. */
+function sizes(repeats: number): Exclude<Figures["sizes"], undefined> {
+  log(`sizes: the image, and denit init into an empty directory (${repeats} rounds)`);
+  const inspect = new Deno.Command("docker", {
+    args: ["image", "inspect", "--format", "{{.Size}}", "denit-bench-base"],
+    stdout: "piped",
+    stderr: "null",
+  });
+  let imageBytes: number | null = null;
+  try {
+    const out = inspect.outputSync();
+    if (out.success) imageBytes = Number(new TextDecoder().decode(out.stdout).trim());
+  } catch {
+    // No docker at all: the image's row says "-".
+  }
+  const dir = Deno.makeTempDirSync({ prefix: "denit-bench-init-" });
+  const times: number[] = [];
+  let copyBytes = 0;
+  let copyFiles = 0;
+  try {
+    for (let round = 0; round < repeats; round++) {
+      const dest = `${dir}/${round}`;
+      times.push((probe(["time", DENIT, "init", dest]).us ?? NaN) / 1000);
+      copyBytes = 0;
+      copyFiles = 0;
+      for (const entry of Deno.readDirSync(dest)) {
+        copyBytes += Deno.statSync(`${dest}/${entry.name}`).size;
+        copyFiles++;
+      }
+    }
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+  return { imageBytes, copyBytes, copyFiles, initMs: median(times), runs: repeats };
+}
+
 /** Waits until something accepts connections on a port (at most 10 s). */
 function awaitPort(port: number): void {
   const deadline = Date.now() + 10_000;
@@ -372,9 +409,7 @@ async function hostile(
       args: [
         "siglat",
         String(count),
-        DENO,
-        ...RUN,
-        BUNDLE,
+        DENIT,
         "-s",
         "--health-addr",
         `127.0.0.1:${denitPort}`,
@@ -505,7 +540,7 @@ function exitPropagation(repeats: number): Figures["exit"] {
         ? [DENO, ...RUN, `${HERE}floor_spawn.js`, "--"]
         // The health server must not delay the exit: the same with it listening.
         : name === "denitHealth"
-        ? [DENO, ...RUN, BUNDLE, "-s", "--health-addr", "127.0.0.1:0", "--"]
+        ? [DENIT, "-s", "--health-addr", "127.0.0.1:0", "--"]
         : SUPERVISORS[name],
   );
   const runs = new Samples<typeof EXIT_ROWS[number]>();
@@ -557,9 +592,7 @@ async function health(seconds: number): Promise<Figures["health"]> {
     ["floor", [DENO, ...RUN, `${HERE}floor_serve.js`, "17631"]],
     ["floorClose", [DENO, ...RUN, `${HERE}floor_serve.js`, "17635", "close"]],
     ["denit", [
-      DENO,
-      ...RUN,
-      BUNDLE,
+      DENIT,
       "-s",
       "--health-addr",
       "127.0.0.1:17632",
@@ -573,9 +606,7 @@ async function health(seconds: number): Promise<Figures["health"]> {
       "--fork",
       "--mount-proc",
       "--kill-child",
-      DENO,
-      ...RUN,
-      BUNDLE,
+      DENIT,
       "--health-addr",
       "127.0.0.1:17633",
       "--",
@@ -638,7 +669,7 @@ function copy(repeats: number): Figures["copy"] {
     const argvFor = (tool: string, fixture: string) =>
       tool === "cp"
         ? ["cp", "-a", `${dir}/${fixture}`, `${dir}/out`]
-        : [DENO, ...RUN, BUNDLE, "copy", `${dir}/${fixture}/.`, `${dir}/out`];
+        : [DENIT, "copy", `${dir}/${fixture}/.`, `${dir}/out`];
     for (const fixture of COPY_ROWS) {
       // One untimed round each first: the first copies after the fixture was written run at
       // half speed for cp and denit alike (page allocation on the fresh tmpfs).
@@ -679,7 +710,7 @@ function copyMemory(files: number): Figures["copyMemory"] {
       return probe(["time", ...argv]);
     };
     const cp = measure(["cp", "-a", `${dir}/many/.`, `${dir}/out`]);
-    const denit = measure([DENO, ...RUN, BUNDLE, "copy", `${dir}/many/.`, `${dir}/out`]);
+    const denit = measure([DENIT, "copy", `${dir}/many/.`, `${dir}/out`]);
     return {
       files,
       denitKiB: denit.maxrss_kb ?? NaN,
@@ -768,7 +799,7 @@ async function jobsSignals(
         const tag = `${name}-${round}`;
         if (name === "denit") {
           const measured = new Deno.Command(PROBE, {
-            args: ["siglat", String(count), DENO, ...RUN, BUNDLE, "-s", ...options(tag), "--"],
+            args: ["siglat", String(count), DENIT, "-s", ...options(tag), "--"],
             env: { PROBE_SETTLE_MS: "1000" },
             stdout: "piped",
             stderr: "null",
@@ -778,8 +809,8 @@ async function jobsSignals(
           rounds += (await stopLoad(load)).rounds;
           runs.denit.push(JSON.parse(out));
         } else {
-          const target = new Deno.Command(DENO, {
-            args: [...RUN, BUNDLE, "-s", ...options(tag), "--", "sleep", "600"],
+          const target = new Deno.Command(DENIT, {
+            args: ["-s", ...options(tag), "--", "sleep", "600"],
             stdout: "null",
             stderr: "null",
           }).spawn();
@@ -877,6 +908,7 @@ const figures: Figures = {
   jobs: await jobsFigures(QUICK ? 50 : 300, QUICK ? 32 : 64),
   jobsSignals: await jobsSignals(QUICK ? 300 : 1000, QUICK ? 1 : 3),
   docker: dockerRun(QUICK ? 3 : 10),
+  sizes: sizes(QUICK ? 3 : 10),
   seconds: 0,
 };
 figures.seconds = Math.round((performance.now() - started) / 1000);
