@@ -30,10 +30,10 @@ $(DENO):
 bundle: dist/denit dist/deno dist/denit.js dist/denit-features.js dist/denit-jobs.js
 
 # Static, so that it needs nothing but itself where it is copied to.
-dist/denit: launch/denit.c
+dist/denit: $(wildcard launch/*.c launch/*.h)
 	@command -v gcc >/dev/null || { echo "make: gcc (and libc6-dev) builds denit's launcher" >&2; exit 1; }
 	mkdir -p dist
-	gcc -O2 -Wall -Wextra -Werror -static -o dist/denit.tmp launch/denit.c
+	gcc -O2 -Wall -Wextra -Werror -static -o dist/denit.tmp launch/*.c
 	mv dist/denit.tmp dist/denit
 
 dist/deno: $(DENO)

@@ -36,8 +36,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+#include "launch.h"
 
 extern char **environ;
 
@@ -131,18 +134,21 @@ static int moved(const char *entry) {
   return 0;
 }
 
-static int put(int fd, const char *entry) {
-  size_t length = strlen(entry) + 1;
+int write_all(int fd, const char *data, size_t length) {
   while (length > 0) {
-    ssize_t n = write(fd, entry, length);
+    ssize_t n = write(fd, data, length);
     if (n < 0) {
       if (errno == EINTR) continue;
       return -1;
     }
-    entry += n;
+    data += n;
     length -= (size_t)n;
   }
   return 0;
+}
+
+static int put(int fd, const char *entry) {
+  return write_all(fd, entry, strlen(entry) + 1);
 }
 
 /* Writes the memfd (inherited: denit closes it) and sets the runtime's environment. */
@@ -181,6 +187,10 @@ static int set_aside(int argc, char **argv, int saved_stderr) {
 }
 
 int main(int argc, char **argv) {
+  /* What runs without the runtime. */
+  if (argc > 2 && strcmp(argv[1], "job") == 0 && strcmp(argv[2], "keep") == 0) {
+    return keep_main(argc - 2, argv + 2);
+  }
   /* Its own directory ("" for a launcher in /): from /proc, else (no /proc mounted) its path. */
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -215,11 +225,18 @@ int main(int argc, char **argv) {
     if (saved_stderr >= 0) dup2(saved_stderr, STDERR_FILENO);
     return fail("cannot set the environment aside", "(memfd)");
   }
-  char **args = calloc(COUNT(RUN) + 2 + (size_t)argc, sizeof *args);
+  /*
+   * The job service (which denit starts this way): it ends with denit's thread that started it,
+   * and its heap is capped (under connection churn V8 would let it grow to about 180 MiB).
+   */
+  int service = argc > 2 && strcmp(argv[1], "job") == 0 && strcmp(argv[2], "serve") == 0;
+  if (service && prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) return fail("cannot set", "PDEATHSIG");
+  char **args = calloc(COUNT(RUN) + 3 + (size_t)argc, sizeof *args);
   if (args == NULL) return fail("cannot start", deno);
   size_t at = 0;
   args[at++] = deno;
   for (size_t i = 0; i < COUNT(RUN); i++) args[at++] = (char *)RUN[i];
+  if (service) args[at++] = "--v8-flags=--max-old-space-size=64";
   args[at++] = bundle;
   for (int i = 1; i < argc; i++) args[at++] = argv[i]; /* what ps shows; denit reads the memfd */
   args[at] = NULL;

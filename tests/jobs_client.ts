@@ -38,7 +38,7 @@ export interface JobsClient extends grpc.Client {
     callback: Callback<{ jobs: Job[]; nextAfterId: string }>,
   ): grpc.ClientUnaryCall;
   Follow(request: object): grpc.ClientReadableStream<Job>;
-  FollowIO(request: object): grpc.ClientReadableStream<Output>;
+  FollowIO(request: object, options?: grpc.CallOptions): grpc.ClientReadableStream<Output>;
 }
 export type JobsConstructor = new (
   address: string,

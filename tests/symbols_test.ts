@@ -5,10 +5,10 @@ import { cString, Errno, errno, libc, LIBC_SYMBOLS } from "../src/sys/symbols.ts
 
 Deno.test("libc: nothing is bound before it is used; a first call binds it", () => {
   assertEquals(Object.getOwnPropertyDescriptor(libc, "lsetxattr"), undefined, "bound at load");
-  assertEquals(Object.getOwnPropertyDescriptor(libc, "strlen"), undefined, "bound at load");
-  const length = libc.strlen(Deno.UnsafePointer.of(cString("denit")));
-  assertEquals(Number(length), 5);
-  const bound = Object.getOwnPropertyDescriptor(libc, "strlen");
+  assertEquals(Object.getOwnPropertyDescriptor(libc, "tcgetpgrp"), undefined, "bound at load");
+  assertEquals(libc.tcgetpgrp(-1), -1);
+  assertEquals(errno(), Errno.EBADF);
+  const bound = Object.getOwnPropertyDescriptor(libc, "tcgetpgrp");
   assertEquals(bound?.get, undefined);
   assertEquals(typeof bound?.value, "function");
   // Every symbol of every group is found: a function, a variable's address, or null for an

@@ -8,6 +8,32 @@
  * file never.
  */
 
+/** Where `denit job` and `denit bridge` look for the service unless told (the README's path). */
+export const DEFAULT_JOBS_SOCKET = "/run/denit/jobs.sock";
+
+/** Jobs by outcome, for /status and /metrics: the service keeps them in COUNTS_FILE. */
+export interface JobCounts {
+  readonly running: number;
+  readonly started: number;
+  readonly succeeded: number;
+  readonly failed: number;
+  readonly cancelled: number;
+}
+
+/**
+ * The directory of one run of denit in the spool, named by denit's pid and start time (so that
+ * a pid used again by a later run is another directory).
+ */
+export function runDirectory(spool: string, pid: number): string {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  // proc(5): starttime is field 22; fields after the name start at field 3.
+  const started = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? "0";
+  return `${spool}/denit-${pid}-${started}`;
+}
+
+/** The run directory's file of job counts (JSON, a JobCounts), written by the service. */
+export const COUNTS_FILE = "counts.json";
+
 /** Links followed on one walk before it is called a loop (the kernel's MAXSYMLINKS). */
 const MAX_LINKS = 40;
 const STICKY = 0o1000;

@@ -4,7 +4,7 @@
  * programs that report on it, so that neither imports the other.
  */
 
-import type { JobCounts } from "./jobs.ts";
+import type { JobCounts } from "./job_paths.ts";
 import type { ReadyCheck } from "./ready.ts";
 
 /** The supervisor's state names, as /status reports them. */

@@ -7,7 +7,7 @@
 
 import { ExitCode } from "../common/exit_codes.ts";
 import { printErr, printOut } from "../common/log.ts";
-import { DEFAULT_JOBS_SOCKET } from "../common/jobs.ts";
+import { DEFAULT_JOBS_SOCKET } from "../common/job_paths.ts";
 
 const USAGE = "Usage: denit bridge [SOCKET]";
 

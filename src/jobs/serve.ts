@@ -1,23 +1,27 @@
 /**
- * `denit job serve`: the job service's process, which denit (--jobs-socket) starts, starts again
- * when it dies, and stops at the end; not a command for people. It serves `denit.jobs.v1.Jobs`
- * (gRPC, @grpc/grpc-js) on the Unix socket that denit holds and hands it, listening, at
- * descriptor LISTEN_FD; at most MAX_CONNECTIONS connections at once, keeps
- * the job table in the spool directory of this run of denit, and moves the jobs' output there.
- * It never spawns, signals or reaps: it asks denit, over the control channel on descriptor
- * CONTROL_FD, which tells it what became of each job. It ends when denit does.
+ * `denit job serve`: the job service's process, which denit (--jobs-socket) starts through its
+ * launcher at the first connection, and again at the next one after it died; not a command for
+ * people. It serves `denit.jobs.v1.Jobs` (gRPC, @grpc/grpc-js) on the Unix socket that denit
+ * holds and hands it, listening, at descriptor `--listen-fd`: at most MAX_CONNECTIONS at once.
+ * Its jobs live in the spool directory of this run of denit, each under a keeper of its own
+ * (service.ts), so that the service's death loses no job, no status and no byte.
+ *
+ * Every connection passes through a filter that drops the GOAWAY frames its client sends: the
+ * runtime's HTTP/2 layer (nghttp2 inside Deno's node:http2) can abort the whole process while it
+ * processes one (denoland/deno#36788); a client that sent GOAWAY only closes its connection
+ * after its calls, which ends the session on a path that does not crash.
  */
 
 import * as grpc from "@grpc/grpc-js";
 import { createServer, type Socket } from "node:net";
+import { Duplex } from "node:stream";
 import { type OptionSpec, scanArgs, Settings } from "../common/args.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
-import { CONTROL_FD, type FromJobHost, LISTEN_FD, type ToJobHost } from "../common/jobs.ts";
+import { prepareTrustedDirectory, runDirectory } from "../common/job_paths.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
-import { Channel } from "../sys/channel.ts";
+import { readLaunch, restoreEnvironment } from "../sys/launch.ts";
 import { jobsDefinition } from "./proto.ts";
-import { Pump } from "./pump.ts";
 import {
   type JobMessage,
   JobsError,
@@ -26,14 +30,13 @@ import {
   type Outlet,
   type RunFields,
 } from "./service.ts";
-import { prepareTrustedDirectory } from "../common/job_paths.ts";
 
 /** Connections at once; beyond them a new one is closed at once (clients retry). */
 export const MAX_CONNECTIONS = 64;
 /**
- * A connection that has sent nothing this long after it was accepted is closed: a gRPC client
- * sends HTTP/2's preface at once, and a silent one would hold one of the MAX_CONNECTIONS for
- * good (as would one its client closed at once, which this runtime at times never reports).
+ * A connection that has not sent HTTP/2's preface and a first frame this long after it was
+ * accepted is closed: a gRPC client sends them at once, and one that does not would hold one
+ * of the MAX_CONNECTIONS for good.
  */
 export const SILENT_CONNECTION_MS = 5000;
 /** Streams at once on one connection (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS). */
@@ -42,12 +45,86 @@ const STREAMS_PER_CONNECTION = 16;
 const OPTIONS: readonly OptionSpec[] = [
   { key: "spool", names: ["--spool"], kind: "value" },
   { key: "parent", names: ["--parent"], kind: "value" },
+  { key: "listen-fd", names: ["--listen-fd"], kind: "value" },
+  { key: "stopping", names: ["--stopping"], kind: "flag" },
   { key: "log-level", names: ["--log-level"], kind: "value" },
   { key: "log-format", names: ["--log-format"], kind: "value" },
 ];
 
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+/** HTTP/2's connection preface (RFC 9113 §3.4), then frames of a 9-byte head (§4.1). */
+const PREFACE_BYTES = 24;
+const FRAME_HEAD_BYTES = 9;
+const GOAWAY = 0x7;
+
+/**
+ * A client's bytes, with its GOAWAY frames left out (see the module's comment), and whether
+ * its preface and a first whole frame came (a connection that "spoke").
+ */
+class GoawayFilter {
+  #skipPreface = PREFACE_BYTES;
+  /** A frame head split between two reads. */
+  #head = new Uint8Array(0);
+  /** Bytes of the current frame still to pass on (or to drop, when `#dropping`). */
+  #rest = 0;
+  #dropping = false;
+  spoke = false;
+
+  /** The parts of `chunk` to pass on. */
+  filter(chunk: Uint8Array): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    let at = 0;
+    if (this.#skipPreface > 0) {
+      const n = Math.min(this.#skipPreface, chunk.length);
+      out.push(chunk.subarray(0, n));
+      this.#skipPreface -= n;
+      at = n;
+    }
+    while (at < chunk.length) {
+      if (this.#rest > 0) {
+        const n = Math.min(this.#rest, chunk.length - at);
+        if (!this.#dropping) out.push(chunk.subarray(at, at + n));
+        this.#rest -= n;
+        at += n;
+        continue;
+      }
+      const need = FRAME_HEAD_BYTES - this.#head.length;
+      const head = new Uint8Array(this.#head.length + Math.min(need, chunk.length - at));
+      head.set(this.#head);
+      head.set(chunk.subarray(at, at + head.length - this.#head.length), this.#head.length);
+      at += head.length - this.#head.length;
+      this.#head = head;
+      if (head.length < FRAME_HEAD_BYTES) break;
+      this.#head = new Uint8Array(0);
+      this.#rest = ((head[0] ?? 0) << 16) | ((head[1] ?? 0) << 8) | (head[2] ?? 0);
+      this.#dropping = head[3] === GOAWAY;
+      this.spoke = true;
+      if (!this.#dropping) out.push(head);
+    }
+    return out;
+  }
+}
+
+/** The connection as grpc-js gets it: the socket's bytes through a GoawayFilter. */
+function filtered(socket: Socket, filter: GoawayFilter): Duplex {
+  const duplex: Duplex = new Duplex({
+    read: () => socket.resume(),
+    write: (chunk, _encoding, done) => socket.write(chunk, done),
+    final: (done) => socket.end(done),
+    destroy: (err, done) => {
+      socket.destroy();
+      done(err);
+    },
+  });
+  socket.on("data", (chunk: Uint8Array) => {
+    for (const part of filter.filter(chunk)) {
+      if (!duplex.push(part)) socket.pause();
+    }
+  });
+  socket.on("end", () => duplex.push(null));
+  socket.on("close", () => duplex.destroy());
+  socket.on("error", (err) => duplex.destroy(err));
+  return duplex;
+}
 
 /** A refusal or an unexpected failure, as a gRPC status. */
 function statusOf(err: unknown): Partial<grpc.StatusObject> {
@@ -167,21 +244,12 @@ interface CancelRequest extends IdRequest {
   graceMs: number;
 }
 
-/** The directory of this run of denit in the spool: its pid and start time name it. */
-function runDirectory(spool: string, parent: number): string {
-  const stat = Deno.readTextFileSync(`/proc/${parent}/stat`);
-  // proc(5): starttime is field 22; fields after the name start at field 3.
-  const started = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? "0";
-  return `${spool}/denit-${parent}-${started}`;
-}
-
 /**
- * Accepts connections on the socket denit gave (listening, at LISTEN_FD), at most
- * MAX_CONNECTIONS at once, and hands each to grpc-js (its connection injector): grpc-js alone
- * has no limit on connections. One that says nothing for SILENT_CONNECTION_MS is closed. A
- * connection that waited while no service ran is accepted now.
+ * Accepts connections on the socket denit gave (listening, at `fd`), at most MAX_CONNECTIONS at
+ * once, and hands each, filtered, to grpc-js (its connection injector): grpc-js alone has no
+ * limit on connections. One that has not spoken after SILENT_CONNECTION_MS is closed.
  */
-async function listen(server: grpc.Server, log: Logger): Promise<void> {
+async function listen(server: grpc.Server, fd: number, log: Logger): Promise<void> {
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
   let open = 0;
   let refused = 0;
@@ -194,22 +262,23 @@ async function listen(server: grpc.Server, log: Logger): Promise<void> {
       return;
     }
     open++;
+    const filter = new GoawayFilter();
     const silent = setTimeout(() => {
-      if (connection.bytesRead === 0) connection.destroy();
+      if (!filter.spoke) connection.destroy();
     }, SILENT_CONNECTION_MS);
     connection.once("close", () => {
       open--;
       clearTimeout(silent);
     });
-    injector.injectConnection(connection);
+    injector.injectConnection(filtered(connection, filter));
   });
   await new Promise<void>((resolve, reject) => {
     listener.once("error", reject);
-    listener.listen({ fd: LISTEN_FD }, () => resolve());
+    listener.listen({ fd }, () => resolve());
   });
 }
 
-/** Runs the service; resolves to its exit code once denit is gone. */
+/** Runs the service; resolves to its exit code (it runs until denit ends it). */
 export async function serveMain(args: readonly string[]): Promise<number> {
   let settings: Settings;
   try {
@@ -222,16 +291,18 @@ export async function serveMain(args: readonly string[]): Promise<number> {
   const level = LOG_LEVELS.find((l) => l === settings.last("log-level")?.value) ?? "warn";
   const format: LogFormat = settings.last("log-format")?.value === "json" ? "json" : "text";
   const log = createLogger(level, Deno.pid, format, "denit-jobs");
-  const channel = new Channel(CONTROL_FD);
-  const send = (message: ToJobHost) => void channel.send(encoder.encode(JSON.stringify(message)));
-  let service: JobService;
+  // The jobs get denit's environment: the launcher kept some of it from this runtime.
+  const launch = readLaunch();
+  if (launch !== null) restoreEnvironment(launch);
   try {
     const spool = settings.last("spool")?.value ?? "";
-    const parent = Number(settings.last("parent")?.value ?? Deno.ppid);
-    const dir = runDirectory(spool, parent);
+    const dir = runDirectory(spool, Number(settings.last("parent")?.value ?? Deno.ppid));
     prepareTrustedDirectory(dir, "job spool:");
-    const jobs = new JobService(new Pump(), dir, send);
-    service = jobs;
+    const keeper = `${Deno.execPath().slice(0, Deno.execPath().lastIndexOf("/"))}/denit`;
+    const jobs = new JobService(dir, { keeper, stopping: settings.flag("stopping") });
+    // denit says it is stopping (no new jobs) with SIGUSR2.
+    Deno.addSignalListener("SIGUSR2", () => jobs.stop());
+    void jobs.watch();
     const server = new grpc.Server({ "grpc.max_concurrent_streams": STREAMS_PER_CONNECTION });
     server.addService(jobsDefinition(), {
       Run: unary((request: RunFields) => jobs.run(request)),
@@ -247,24 +318,13 @@ export async function serveMain(args: readonly string[]): Promise<number> {
       Cancel: unary((request: CancelRequest) => jobs.cancel(request.id, request.graceMs)),
       List: unary((request: ListFields) => jobs.list(request)),
     });
-    await listen(server, log);
-    send({ type: "listening" });
+    await listen(server, Number(settings.last("listen-fd")?.value ?? 3), log);
+    log.info("listening", { spool: dir });
   } catch (err: unknown) {
-    const kind = err instanceof Error ? err.name : "Error";
-    const text = err instanceof Error ? err.message : String(err);
-    await channel.send(encoder.encode(JSON.stringify(
-      { type: "failed", kind, message: text.split("\n")[0] ?? "" } satisfies ToJobHost,
-    )));
-    return 1;
+    log.error(`cannot serve jobs: ${(err instanceof Error ? err.message : String(err))}`);
+    return ExitCode.INTERNAL;
   }
-  for (;;) {
-    const message = await channel.receive();
-    if (message === null) break; // denit is gone: so is the service
-    try {
-      service.fromHost(JSON.parse(decoder.decode(message.data)) as FromJobHost, message.fds);
-    } catch (err: unknown) {
-      log.error("cannot take denit's message", { error: String(err) });
-    }
-  }
-  return 0;
+  // It serves until denit ends it (SIGTERM, or the launcher's parent-death signal).
+  await new Promise(() => {});
+  return ExitCode.OK;
 }

@@ -1,15 +1,15 @@
 /**
  * The five calls of `denit.jobs.v1.Jobs` over the job table: what each checks, what it waits
- * for, and what it answers. denit starts, signals and reaps (through the control channel); the
- * pump moves the output into the spool; this module reads it. The table lives in the spool
- * directory (store.ts): a service started again after a crash takes up every job where it was.
+ * for, and what it answers. Each job runs under a keeper of its own (`denit job keep`,
+ * launch/keep.c), which this service starts and which records in the spool what becomes of the
+ * job, whatever becomes of the service; a watch on the run's directory tells the service of
+ * every change. The service signals the jobs' process groups itself (Cancel).
  */
 
-import type { FromJobHost, JobCounts, JobEnd, ToJobHost } from "../common/jobs.ts";
-import { SIGTERM } from "../common/signals.ts";
-import { closeFd, trimHeap } from "../sys/pipes.ts";
-import type { Pump } from "./pump.ts";
-import { Job, type JobRecord, JobTable, readRecords, type Spool } from "./store.ts";
+import { signalName } from "../common/signals.ts";
+import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
+import { replaceFile } from "../sys/spool.ts";
+import { Job, JOB_OUTPUT_CAP, type JobRecord, JobTable } from "./store.ts";
 
 /** Cancel's default time between TERM and KILL. */
 export const DEFAULT_CANCEL_GRACE_MS = 10_000;
@@ -26,13 +26,15 @@ export const LIST_PAGE_JOBS = 1000;
 const LIST_PAGE_BYTES = 1024 * 1024;
 /** FollowIO's largest message. */
 const OUTPUT_CHUNK = 256 * 1024;
-/** The heap is trimmed after a stream at most this often. */
-const TRIM_EVERY_MS = 1000;
+/** How often Cancel looks whether the job's process group is empty (the kernel tells no one). */
+const GROUP_POLL_MS = 20;
+/** SIGUSR1 (10): asks a job's keeper to cancel it (launch/keep.c). */
+const SIGUSR1 = 10;
 
-const SIGKILL = 9;
 const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 /** A request the service refuses: the gRPC status name and a one-line reason. */
 export class JobsError extends Error {
@@ -78,27 +80,6 @@ export interface Outlet<T> {
   readonly left: Promise<void>;
 }
 
-function jobMessage(job: Job): JobMessage {
-  const r = job.record;
-  return {
-    id: r.id,
-    status: r.status,
-    argv: r.argv,
-    pid: r.pid,
-    exitCode: r.exitCode,
-    signal: r.signal,
-    startedAtMs: r.startedAtMs,
-    finishedAtMs: r.finishedAtMs,
-    stdoutBytes: job.stdout.stored,
-    stderrBytes: job.stderr.stored,
-    outputTruncated: r.truncated,
-  };
-}
-
-function hasNul(text: string): boolean {
-  return text.includes("\0");
-}
-
 /** The fields of RunRequest, as decoded. */
 export interface RunFields {
   id: string;
@@ -114,198 +95,89 @@ export interface ListFields {
   ids: readonly string[];
 }
 
+function jobMessage(job: Job): JobMessage {
+  const r = job.record;
+  const s = job.state;
+  return {
+    id: r.id,
+    status: job.status,
+    argv: r.argv,
+    pid: job.pid,
+    exitCode: s === null || s.exit < 0 ? 0 : s.exit,
+    signal: s === null || s.signal === 0 ? "" : signalName(s.signal),
+    startedAtMs: r.startedAtMs,
+    finishedAtMs: job.finished ? s?.finished ?? 0 : 0,
+    stdoutBytes: job.stdoutBytes,
+    stderrBytes: job.stderrBytes,
+    outputTruncated: s !== null && (s.truncated === 1 || s.lost > 0),
+  };
+}
+
+function hasNul(text: string): boolean {
+  return text.includes("\0");
+}
+
+/** True while a process group has any member (zombies included), by kill(2) with signal 0. */
+function groupAlive(pgid: number): boolean {
+  const result = sendSignal(-pgid, 0);
+  return result.ok || result.errno !== Errno.ESRCH;
+}
+
 /** The job service's state in its process. */
 export class JobService {
   readonly #table: JobTable;
-  readonly #pump: Pump;
   readonly #dir: string;
-  readonly #send: (message: ToJobHost) => void;
-  readonly #scratch = new Uint8Array(64 * 1024);
-  /** Cancel's TERM, answered by denit: whether the job's own process was alive then. */
-  readonly #signalled = new Map<number, Array<(alive: boolean) => void>>();
-  /** Jobs a Cancel reached alive: they end CANCELLED. */
-  readonly #cancelled = new Set<number>();
+  /** The executable whose `job keep` keeps a job (denit's launcher). */
+  readonly #keeper: string;
   #seq: number;
-  #stopping = false;
+  #stopping: boolean;
   #streams = 0;
-  #trimmedAtMs = -Infinity;
 
   /** The table of the run in `dir`, with every job an earlier service of this run left there. */
-  constructor(pump: Pump, dir: string, send: (message: ToJobHost) => void) {
-    this.#pump = pump;
+  constructor(dir: string, options: { keeper: string; stopping: boolean }) {
     this.#dir = dir;
-    this.#send = send;
+    this.#keeper = options.keeper;
+    this.#stopping = options.stopping;
     this.#table = new JobTable(dir);
-    for (const record of readRecords(dir)) {
-      this.#table.add(Job.resume(dir, record));
-      if (record.cancel !== null) this.#cancelled.add(record.seq);
-    }
     this.#seq = this.#table.lastSeq();
-  }
-
-  /** A message from denit, with the descriptors that came with it. */
-  fromHost(message: FromJobHost, fds: readonly number[]): void {
-    switch (message.type) {
-      case "stopping":
-        this.#stopping = true;
-        return;
-      case "resumed":
-        return this.#resumed();
-      case "spawned":
-        return this.#spawned(message.seq, message.pid, fds);
-      case "job":
-        return this.#resume(message, fds);
-      default:
-        break;
-    }
-    for (const fd of fds) closeFd(fd); // only spawned and job carry descriptors
-    const job = this.#table.bySeq(message.seq);
-    switch (message.type) {
-      case "not-started": {
-        if (job === undefined) return;
-        // As a shell would: the reason on the job's stderr, and 126 or 127 as its exit code.
-        job.stderr.note(`denit: ${message.message}\n`);
-        job.stdout.end();
-        job.stderr.end();
-        job.record.outputEnded = true;
-        job.spawned.resolve();
-        return this.#ended(job, { code: message.exitCode, signal: null });
-      }
-      case "refused":
-        if (job === undefined) return;
-        this.#stopping = true;
-        this.#table.drop(job);
-        job.spawned.promise.catch(() => {/* Run answers with it */});
-        job.spawned.reject(new JobsError("UNAVAILABLE", message.message));
-        this.#publish();
-        return;
-      case "exited":
-        if (job !== undefined) this.#ended(job, message);
-        return;
-      case "group-gone":
-        job?.groupGone?.resolve();
-        return;
-      case "signalled": {
-        const waiters = this.#signalled.get(message.seq) ?? [];
-        this.#signalled.delete(message.seq);
-        for (const answer of waiters) answer(message.alive);
-        return;
-      }
-    }
-  }
-
-  #spawned(seq: number, pid: number, fds: readonly number[]): void {
-    const job = this.#table.bySeq(seq);
-    if (job === undefined) {
-      for (const fd of fds) closeFd(fd);
-      return;
-    }
-    job.record.pid = pid;
-    job.save();
-    this.#connect(job, fds);
-    job.spawned.resolve();
-    this.#publish();
-  }
-
-  /** After a restart: a job denit holds, its pipes (while its output goes on), its end. */
-  #resume(message: Extract<FromJobHost, { type: "job" }>, fds: readonly number[]): void {
-    const job = this.#table.bySeq(message.seq);
-    if (job === undefined) {
-      for (const fd of fds) closeFd(fd);
-      return;
-    }
-    job.record.pid = message.pid;
-    job.spawned.resolve();
-    this.#held.add(job.seq);
-    this.#connect(job, fds);
-    if (message.groupGone) job.groupGone?.resolve();
-    if (message.end !== null && !job.finished) this.#ended(job, message.end);
-    this.#resumeCancel(job);
-  }
-
-  /** Every job denit holds was sent: a running one it did not name never started. */
-  #resumed(): void {
-    const held = this.#held;
-    this.#held = new Set();
     for (const job of this.#table.list()) {
-      job.spawned.resolve();
-      const unstarted = !job.finished && !held.has(job.seq);
-      if (unstarted) {
-        job.stderr.note("denit: the job service restarted before the job could start\n");
+      if (job.state === null) this.#ended(job, 125, "the job service restarted before it ran");
+    }
+    this.#table.saveCounts();
+  }
+
+  /** denit is stopping: new jobs are refused from now on. */
+  stop(): void {
+    this.#stopping = true;
+  }
+
+  /** Follows the run's directory: each change the keepers make reaches the jobs' waiters. */
+  async watch(): Promise<void> {
+    for await (const event of Deno.watchFs(this.#dir, { recursive: false })) {
+      let changed = false;
+      for (const path of event.paths) {
+        const match = /\/(\d+)\.(state|out|err)$/.exec(path);
+        const job = match === null ? undefined : this.#table.bySeq(Number(match[1]));
+        if (job === undefined) continue;
+        const was = job.status;
+        job.refresh();
+        if (job.status !== was) changed = true;
+        if (job.finished && job.outputEnded) this.#table.trim();
       }
-      if (!job.outputEnded && !this.#connected.has(job.seq)) {
-        job.stdout.end();
-        job.stderr.end();
-        job.record.outputEnded = true;
-        job.save();
-      }
-      if (unstarted) this.#ended(job, { code: 125, signal: null });
-    }
-    this.#publish();
-  }
-
-  /** A cancel under way when the service died: its SIGKILL is still due. */
-  #resumeCancel(job: Job): void {
-    const cancel = job.record.cancel;
-    if (cancel === null || job.groupGone !== null) return;
-    job.groupGone = Promise.withResolvers<void>();
-    this.#send({ type: "watch-group", seq: job.seq });
-    // Epoch times, across processes: a step of the wall clock may shorten the wait, never
-    // stretch it past a whole grace from now.
-    this.#killAfter(job, Math.min(cancel.graceMs, cancel.atMs + cancel.graceMs - Date.now()));
-  }
-
-  /** Jobs denit said it holds, since the service started (until "resumed"). */
-  #held = new Set<number>();
-
-  /** Jobs whose pipes are in the pump now. */
-  readonly #connected = new Set<number>();
-
-  /** The pump moves these pipes (stdout's, then stderr's read end) into the spool. */
-  #connect(job: Job, fds: readonly number[]): void {
-    const [out, err] = fds;
-    if (out === undefined || err === undefined) {
-      for (const fd of fds) closeFd(fd);
-      return;
-    }
-    this.#connected.add(job.seq);
-    for (const [spool, fd] of [[job.stdout, out], [job.stderr, err]] as const) {
-      this.#pump.add(fd, { readable: (pipe) => this.#take(job, spool, pipe) });
+      if (changed) this.#table.saveCounts();
     }
   }
 
-  #take(job: Job, spool: Spool, pipe: number): boolean {
-    const { outcome, dropped } = spool.take(pipe, () => job.room(), this.#scratch);
-    if (dropped > 0 && !job.record.truncated) {
-      job.record.truncated = true;
-      job.save();
+  /** A job that never ran: its status and the reason, written as a keeper would have. */
+  #ended(job: Job, code: number, reason: string): void {
+    const state = `pid=0 exit=${code} signal=0 finished=${Date.now()} truncated=0 lost=0 ended=1`;
+    try {
+      replaceFile(job.path("err"), encoder.encode(`denit: ${reason}\n`));
+      replaceFile(job.path("state"), encoder.encode(`${state}\n`));
+    } catch {
+      // The disk took neither: the job stays without a status until a service can write it.
     }
-    job.notify();
-    if (outcome !== "ended") return false;
-    spool.end();
-    if (job.outputEnded) {
-      job.record.outputEnded = true;
-      job.save();
-      this.#connected.delete(job.seq);
-      this.#send({ type: "output-done", seq: job.seq });
-      if (job.finished) this.#table.trim();
-    }
-    return true;
-  }
-
-  #ended(job: Job, end: JobEnd): void {
-    // Alive at the TERM yet exiting 0: it was already on its way out (or ended well anyway).
-    const cancelled = this.#cancelled.has(job.seq) && end.code !== 0;
-    if (!job.finished) job.finish(end.code, end.signal, cancelled);
-    // Recorded: denit may forget it.
-    this.#send({ type: "forget", seq: job.seq });
-    if (job.outputEnded) this.#table.trim();
-    this.#publish();
-  }
-
-  #publish(): void {
-    const counts: JobCounts = this.#table.counts();
-    this.#send({ type: "counts", counts });
+    job.refresh();
   }
 
   /** Run: a new job, or the one that has this id already. */
@@ -319,7 +191,7 @@ export class JobService {
     }
     const existing = this.#table.get(id);
     if (existing !== undefined) {
-      await existing.spawned.promise;
+      await existing.started.promise;
       return jobMessage(existing);
     }
     if (this.#stopping) throw new JobsError("UNAVAILABLE", "denit is stopping: no new jobs");
@@ -354,13 +226,42 @@ export class JobService {
     try {
       job = Job.create(this.#dir, id, ++this.#seq, Object.freeze([...argv]));
     } catch (err: unknown) {
-      throw new JobsError("UNAVAILABLE", `cannot spool output: ${String(err)}`);
+      throw new JobsError("UNAVAILABLE", `cannot keep the job in the spool: ${describe(err)}`);
     }
     this.#table.add(job);
-    this.#send({ type: "run", seq: job.seq, argv, workDir, env });
-    this.#publish();
-    await job.spawned.promise;
+    this.#keep(job, workDir, env);
+    this.#table.saveCounts();
     return jobMessage(job);
+  }
+
+  /** Starts the job's keeper and waits until it says the job runs. */
+  #keep(job: Job, workDir: string | null, env: readonly string[]): void {
+    const argv = [
+      this.#keeper,
+      "job",
+      "keep",
+      this.#dir,
+      String(job.seq),
+      String(JOB_OUTPUT_CAP),
+      ...(workDir === null ? [] : ["--cwd", workDir]),
+      ...env.flatMap((entry) => ["--env", entry]),
+      "--",
+      ...job.record.argv,
+    ];
+    // This process's environment, byte for byte (Deno.Command would drop entries without '=').
+    const said = spawnAndRead({
+      path: encoder.encode(this.#keeper),
+      argv: argv.map((word) => encoder.encode(word)),
+    });
+    if (typeof said === "number") {
+      this.#table.drop(job);
+      throw new JobsError("RESOURCE_EXHAUSTED", `cannot start the job: ${errnoMessage(-said)}`);
+    }
+    if (!/^pid \d+\n$/.test(said)) {
+      this.#ended(job, 125, "its keeper could not start it (see denit's log)");
+      return;
+    }
+    job.refresh();
   }
 
   #checkDirectory(path: string): void {
@@ -398,7 +299,7 @@ export class JobService {
   follow(id: string, out: Outlet<JobMessage>): Promise<void> {
     const job = this.#find(id);
     return this.#stream(async () => {
-      await job.spawned.promise;
+      await job.started.promise;
       let last = "";
       for (;;) {
         const message = jobMessage(job);
@@ -435,17 +336,15 @@ export class JobService {
       for (;;) {
         let sent = false;
         for (const name of ["stdout", "stderr"] as const) {
-          const spool = job[name];
-          if (at[name] >= spool.stored || out.gone) continue;
+          const stored = name === "stdout" ? job.stdoutBytes : job.stderrBytes;
+          if (at[name] >= stored || out.gone) continue;
           let file = files[name];
           if (file === undefined) {
-            file = files[name] = await Deno.open(spool.path, { read: true });
+            file = files[name] = await Deno.open(job.path(name.slice(3)), { read: true });
             await file.seek(at[name], Deno.SeekMode.Start);
           }
           // Reads go on from where the last one ended: no seek per message.
-          const n = await file.read(
-            buffer.subarray(0, Math.min(OUTPUT_CHUNK, spool.stored - at[name])),
-          );
+          const n = await file.read(buffer.subarray(0, Math.min(OUTPUT_CHUNK, stored - at[name])));
           if (n === null || n === 0) continue;
           at[name] += n;
           await out.write({
@@ -458,7 +357,7 @@ export class JobService {
         if (out.gone) return;
         if (sent) continue;
         if (job.outputEnded) {
-          if (job.record.truncated) {
+          if (jobMessage(job).outputTruncated) {
             await out.write({ stdoutOffset: at.stdout, stderrOffset: at.stderr, truncated: true });
           }
           return;
@@ -468,20 +367,7 @@ export class JobService {
     } finally {
       files.stdout?.close();
       files.stderr?.close();
-      this.#trim();
     }
-  }
-
-  /**
-   * After a stream: the C heap's free memory back to the kernel (at most once a second). The
-   * runtime's HTTP/2 layer copies every message a few times, and what it freed would otherwise
-   * stay resident.
-   */
-  #trim(): void {
-    const now = performance.now();
-    if (now - this.#trimmedAtMs < TRIM_EVERY_MS) return;
-    this.#trimmedAtMs = now;
-    trimHeap();
   }
 
   /**
@@ -491,38 +377,27 @@ export class JobService {
    */
   async cancel(id: string, graceMs: number): Promise<JobMessage> {
     const job = this.#find(id);
-    await job.spawned.promise;
+    await job.started.promise;
     if (graceMs > MAX_CANCEL_GRACE_MS) {
       throw new JobsError("INVALID_ARGUMENT", `grace_ms ${graceMs} is more than 24 hours`);
     }
-    if (job.groupGone === null) {
-      job.groupGone = Promise.withResolvers<void>();
+    const pgid = job.pid;
+    if (job.record.cancel === null && pgid > 0 && groupAlive(pgid)) {
       const grace = graceMs === 0 ? DEFAULT_CANCEL_GRACE_MS : graceMs;
-      job.record.cancel = { atMs: Date.now(), graceMs: grace };
+      // CANCELLED only if the job's own process is alive as its keeper is asked (a zombie
+      // counts: its status tells whether it ended on its own, see Job.status).
+      const alive = sendSignal(pgid, 0).ok;
+      job.record.cancel = { atMs: Date.now(), graceMs: grace, alive };
       job.save();
-      const alive = new Promise<boolean>((resolve) => {
-        const waiters = this.#signalled.get(job.seq) ?? [];
-        waiters.push(resolve);
-        this.#signalled.set(job.seq, waiters);
-      });
-      this.#send({ type: "signal", seq: job.seq, signo: SIGTERM });
-      this.#send({ type: "watch-group", seq: job.seq });
-      // CANCELLED only if the TERM found the job's own process alive: one that ended on its
-      // own a moment before keeps its own status.
-      if (await alive) this.#cancelled.add(job.seq);
-      this.#killAfter(job, grace);
+      // The keeper sends TERM now and KILL after the grace, whatever becomes of this service.
+      replaceFile(job.path("cancel"), encoder.encode(String(grace)));
+      sendSignal(job.state?.keeper ?? 0, SIGUSR1);
     }
-    await job.groupGone.promise;
-    // The group can empty a moment before the leader's status arrives: wait for it too.
+    while (pgid > 0 && groupAlive(pgid)) {
+      await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
+    }
     while (!job.finished) await job.changed();
     return jobMessage(job);
-  }
-
-  #killAfter(job: Job, ms: number): void {
-    const timer = setTimeout(() => {
-      this.#send({ type: "signal", seq: job.seq, signo: SIGKILL });
-    }, Math.max(0, ms));
-    void job.groupGone?.promise.then(() => clearTimeout(timer));
   }
 
   /** List: the jobs kept, oldest first, a page at a time (`ids`: those jobs only). */
@@ -544,6 +419,10 @@ export class JobService {
     const more = page.length < jobs.length;
     return { jobs: page, nextAfterId: more ? page.at(-1)?.id ?? "" : "" };
   }
+}
+
+function describe(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split("\n")[0] ?? "";
 }
 
 /** Records of a run, for the restarted service's first look (exported for tests). */

@@ -1,27 +1,16 @@
 /**
- * The jobs of this run of denit, kept where a restarted service finds them: the spool directory
- * of the run (`SPOOL/denit-PID-START`, one per run of denit). For each job, `N.json` (what it
- * is and, once it ended, how), `N.out` and `N.err` (its output, moved there from its pipes by
- * splice(2), so that a service killed at any moment loses no byte and stores none twice). A
- * job's stdout and stderr together keep at most JOB_OUTPUT_CAP bytes (what comes beyond is read
- * from the pipe and dropped, and the job is marked truncated); finished jobs are forgotten
- * oldest first beyond KEEP_FINISHED_JOBS jobs or KEEP_SPOOL_BYTES bytes of spool.
+ * The jobs of this run of denit as the spool holds them (`SPOOL/denit-PID-START`): for each job
+ * `N.json`, what was asked (the service's), `N.state`, what became of it, and its output,
+ * `N.out` and `N.err` (the keeper's, launch/keep.c, which is the job's parent whatever becomes
+ * of the service). A service started again reads them back and takes up every job where it is.
+ * Finished jobs are forgotten oldest first beyond KEEP_FINISHED_JOBS jobs or KEEP_SPOOL_BYTES
+ * bytes of spool.
  */
 
-import type { JobCounts } from "../common/jobs.ts";
-import {
-  closeFd,
-  errnoMessage,
-  fileSize,
-  openSpoolFile,
-  readNoFollow,
-  readSome,
-  replaceFile,
-  spliceInto,
-  writeAt,
-} from "../sys/pipes.ts";
+import { COUNTS_FILE, type JobCounts } from "../common/job_paths.ts";
+import { readNoFollow, replaceFile } from "../sys/spool.ts";
 
-/** What each job may store of its output, stdout and stderr together. */
+/** What each job may store of its output, stdout and stderr together (the keeper's cap). */
 export const JOB_OUTPUT_CAP = 64 * 1024 * 1024;
 /** Finished jobs kept (with their output) for List, Follow and FollowIO. */
 export const KEEP_FINISHED_JOBS = 1000;
@@ -34,168 +23,85 @@ export type JobStatus = "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** A spool file's text, never read through a link (throws if it cannot be read). */
-function readText(path: string): string {
-  const bytes = readNoFollow(path);
-  if (bytes === null) throw new Error(`Cannot read "${path}"`);
-  return decoder.decode(bytes);
-}
-
-const EAGAIN = 11;
-const EINTR = 4;
-/** One splice's most: a pipe holds 64 KiB by default. */
-const SPLICE_BYTES = 1024 * 1024;
-/** Moves from one pipe before the others get a turn. */
-const MOVES_PER_TURN = 16;
-
-/** One stream's spool file. */
-export class Spool {
-  readonly path: string;
-  #fd: number;
-  /** Where the next byte goes: the bytes stored so far (what FollowIO can send). */
-  readonly #at = new BigInt64Array(16); // larger than V8 keeps on its heap
-  /** The pipe ended: no more bytes will be stored. */
-  ended = false;
-
-  /** A new, empty spool file; or, `keep`, the one an earlier service left (resumed at its end). */
-  constructor(path: string, keep = false) {
-    this.path = path;
-    const fd = openSpoolFile(path, keep);
-    if (fd < 0) throw new Error(`Cannot open "${path}": ${errnoMessage(-fd)}`);
-    this.#fd = fd;
-    this.#at[0] = BigInt(keep ? Math.max(0, fileSize(fd)) : 0);
-  }
-
-  get stored(): number {
-    return Number(this.#at[0]);
-  }
-
-  /**
-   * Moves what the pipe `from` holds into the file, at most `room` bytes (what comes beyond is
-   * read and dropped, into `scratch`). Returns "ended" when every writer is gone, "wait" when
-   * the pipe is empty for now; `dropped` counts the bytes beyond the cap.
-   */
-  take(from: number, room: () => number, scratch: Uint8Array<ArrayBuffer>): {
-    outcome: "ended" | "wait" | "more";
-    dropped: number;
-  } {
-    let dropped = 0;
-    for (let move = 0; move < MOVES_PER_TURN; move++) {
-      const space = room();
-      const n = space > 0 && this.#fd >= 0
-        ? spliceInto(from, this.#fd, this.#at, Math.min(space, SPLICE_BYTES))
-        : readSome(from, scratch);
-      if (n > 0) {
-        if (space <= 0 || this.#fd < 0) dropped += n;
-        continue;
-      }
-      if (n === -EINTR) continue;
-      if (n === -EAGAIN) return { outcome: "wait", dropped };
-      // 0: the end; any other error ends the pipe too (nothing more can come from it).
-      return { outcome: "ended", dropped };
-    }
-    return { outcome: "more", dropped };
-  }
-
-  /** denit's own line for the job (why it could not start), stored as its output. */
-  note(text: string): void {
-    const bytes = new TextEncoder().encode(text);
-    if (this.#fd < 0 || writeAt(this.#fd, bytes, this.stored) < 0) return;
-    this.#at[0] = BigInt(this.stored + bytes.length);
-  }
-
-  end(): void {
-    this.ended = true;
-    if (this.#fd >= 0) closeFd(this.#fd);
-    this.#fd = -1;
-  }
-
-  remove(): void {
-    this.end();
-    try {
-      Deno.removeSync(this.path);
-    } catch {
-      // Already gone: nothing to free.
-    }
-  }
-}
-
-/** What `N.json` holds. */
+/** What `N.json` holds: the service's part. */
 export interface JobRecord {
   readonly id: string;
   readonly seq: number;
   readonly argv: readonly string[];
   readonly startedAtMs: number;
-  pid: number;
-  status: JobStatus;
-  exitCode: number;
-  signal: string;
-  finishedAtMs: number;
-  truncated: boolean;
-  /** Cancel asked, with its grace: a restarted service sends the SIGKILL still due. */
-  cancel: { atMs: number; graceMs: number } | null;
-  /** The job's output ended (both pipes): nothing more will be stored. */
-  outputEnded: boolean;
+  /**
+   * Cancel asked, with its grace (the keeper sends the SIGKILL), and whether the job's own
+   * process was alive then (only then can the job end CANCELLED).
+   */
+  cancel: { atMs: number; graceMs: number; alive: boolean } | null;
+}
+
+/** What `N.state` holds: the keeper's part. */
+export interface KeeperState {
+  readonly pid: number;
+  /** The keeper's own pid: Cancel asks it (SIGUSR1). */
+  readonly keeper: number;
+  /** The exit code; -1 while it runs or when a signal ended it. */
+  readonly exit: number;
+  /** The signal that ended it; 0 if none did. */
+  readonly signal: number;
+  readonly finished: number;
+  readonly truncated: number;
+  /** Bytes that could not be stored (a full or read-only disk). */
+  readonly lost: number;
+  /** The output ended: every writer of its pipes is gone. */
+  readonly ended: number;
+}
+
+/** Parses `pid=P exit=C ...`; null for anything else (a file being replaced, say). */
+export function parseState(text: string): KeeperState | null {
+  const fields = new Map(text.trim().split(" ").map((pair) => pair.split("=") as [string, string]));
+  const field = (key: string) => {
+    const value = Number(fields.get(key) ?? NaN);
+    return Number.isInteger(value) ? value : NaN;
+  };
+  const state = {
+    pid: field("pid"),
+    keeper: field("keeper"),
+    exit: field("exit"),
+    signal: field("signal"),
+    finished: field("finished"),
+    truncated: field("truncated"),
+    lost: field("lost"),
+    ended: field("ended"),
+  };
+  return Object.values(state).some(Number.isNaN) ? null : state;
+}
+
+/** A spool file's size; 0 if it is not there (yet). */
+function sizeOf(path: string): number {
+  try {
+    return Deno.lstatSync(path).size;
+  } catch {
+    return 0; // not written yet, or forgotten
+  }
 }
 
 /** A job and everything known about it. */
 export class Job {
   readonly record: JobRecord;
-  readonly stdout: Spool;
-  readonly stderr: Spool;
+  state: KeeperState | null = null;
+  stdoutBytes = 0;
+  stderrBytes = 0;
+  /** Resolved once the keeper said the job runs (or could not start it). */
+  readonly started = Promise.withResolvers<void>();
   readonly #dir: string;
-  /** Resolved once denit answered the spawn (started or not). */
-  readonly spawned = Promise.withResolvers<void>();
-  /** Resolved when Cancel's wait is over: the job's process group is empty. */
-  groupGone: PromiseWithResolvers<void> | null = null;
   readonly #waiters = new Set<() => void>();
 
-  private constructor(dir: string, record: JobRecord, keep: boolean) {
+  constructor(dir: string, record: JobRecord) {
     this.#dir = dir;
     this.record = record;
-    this.stdout = new Spool(`${dir}/${record.seq}.out`, keep);
-    try {
-      this.stderr = new Spool(`${dir}/${record.seq}.err`, keep);
-    } catch (err: unknown) {
-      this.stdout.remove();
-      throw err;
-    }
-    if (record.outputEnded) {
-      this.stdout.end();
-      this.stderr.end();
-    }
   }
 
-  /** A new job: its record written before denit is asked to start it. */
+  /** A new job: its record written before its keeper starts. */
   static create(dir: string, id: string, seq: number, argv: readonly string[]): Job {
-    const record: JobRecord = {
-      id,
-      seq,
-      argv,
-      startedAtMs: Date.now(),
-      pid: 0,
-      status: "RUNNING",
-      exitCode: 0,
-      signal: "",
-      finishedAtMs: 0,
-      truncated: false,
-      cancel: null,
-      outputEnded: false,
-    };
-    const job = new Job(dir, record, false);
-    try {
-      job.save();
-    } catch (err: unknown) {
-      job.remove();
-      throw err;
-    }
-    return job;
-  }
-
-  /** The job an earlier service of this run left in `dir`. */
-  static resume(dir: string, record: JobRecord): Job {
-    const job = new Job(dir, record, true);
-    if (record.status !== "RUNNING" || record.pid !== 0) job.spawned.resolve();
+    const job = new Job(dir, { id, seq, argv, startedAtMs: Date.now(), cancel: null });
+    job.save();
     return job;
   }
 
@@ -207,36 +113,48 @@ export class Job {
     return this.record.seq;
   }
 
+  /** The path of one of its files: "json", "state", "out" or "err". */
+  path(kind: string): string {
+    return `${this.#dir}/${this.seq}.${kind}`;
+  }
+
+  get pid(): number {
+    return this.state?.pid ?? 0;
+  }
+
   get finished(): boolean {
-    return this.record.status !== "RUNNING";
+    return this.state !== null && (this.state.exit >= 0 || this.state.signal > 0);
   }
 
   get outputEnded(): boolean {
-    return this.stdout.ended && this.stderr.ended;
+    return this.state?.ended === 1;
+  }
+
+  get status(): JobStatus {
+    const state = this.state;
+    if (state === null || !this.finished) return "RUNNING";
+    const clean = state.exit === 0 && state.signal === 0;
+    if (this.record.cancel?.alive === true && !clean) return "CANCELLED";
+    return clean ? "SUCCEEDED" : "FAILED";
   }
 
   /** Writes the record (whole: a new file renamed over the old). */
   save(): void {
-    replaceFile(`${this.#dir}/${this.seq}.json`, encoder.encode(JSON.stringify(this.record)));
+    replaceFile(this.path("json"), encoder.encode(JSON.stringify(this.record)));
   }
 
-  /** Room left under the cap, for either stream. */
-  room(): number {
-    return JOB_OUTPUT_CAP - this.stdout.stored - this.stderr.stored;
-  }
-
-  /** Ends the job: an exit code or a signal's name; CANCELLED if Cancel reached it alive. */
-  finish(code: number | null, signal: string | null, cancelled: boolean): void {
-    this.record.exitCode = code ?? 0;
-    this.record.signal = signal ?? "";
-    this.record.finishedAtMs = Date.now();
-    this.record.status = cancelled
-      ? "CANCELLED"
-      : code === 0 && signal === null
-      ? "SUCCEEDED"
-      : "FAILED";
-    this.save();
-    this.notify();
+  /** Reads what the keeper wrote; wakes the waiters if anything changed. */
+  refresh(): void {
+    const bytes = readNoFollow(this.path("state"));
+    const state = bytes === null ? null : parseState(decoder.decode(bytes));
+    const stdout = sizeOf(this.path("out"));
+    const stderr = sizeOf(this.path("err"));
+    const before = JSON.stringify([this.state, this.stdoutBytes, this.stderrBytes]);
+    if (state !== null) this.state = state;
+    this.stdoutBytes = stdout;
+    this.stderrBytes = stderr;
+    if (this.state !== null) this.started.resolve();
+    if (JSON.stringify([this.state, stdout, stderr]) !== before) this.notify();
   }
 
   /** Resolves at the next change (status or output). */
@@ -245,7 +163,6 @@ export class Job {
   }
 
   notify(): void {
-    if (this.#waiters.size === 0) return;
     const waiters = [...this.#waiters];
     this.#waiters.clear();
     for (const wake of waiters) wake();
@@ -253,12 +170,12 @@ export class Job {
 
   /** Removes its files. */
   remove(): void {
-    this.stdout.remove();
-    this.stderr.remove();
-    try {
-      Deno.removeSync(`${this.#dir}/${this.seq}.json`);
-    } catch {
-      // Already gone.
+    for (const kind of ["out", "err", "state", "json"]) {
+      try {
+        Deno.removeSync(this.path(kind));
+      } catch {
+        // Already gone: nothing to free.
+      }
     }
   }
 }
@@ -268,10 +185,11 @@ export function readRecords(dir: string): JobRecord[] {
   const records: JobRecord[] = [];
   for (const entry of Deno.readDirSync(dir)) {
     if (!/^\d+\.json$/.test(entry.name)) continue;
+    const bytes = readNoFollow(`${dir}/${entry.name}`);
     try {
-      records.push(JSON.parse(readText(`${dir}/${entry.name}`)) as JobRecord);
+      if (bytes !== null) records.push(JSON.parse(decoder.decode(bytes)) as JobRecord);
     } catch {
-      // Unreadable: a record is replaced whole, so this is not one of ours.
+      // Not JSON: a record is replaced whole, so this is not one of ours.
     }
   }
   return records.sort((a, b) => a.seq - b.seq);
@@ -287,16 +205,18 @@ export class JobTable {
   readonly #bySeq = new Map<number, Job>();
   readonly #forgotten: Forgotten;
 
-  /** The table of the run in `dir` (the counts of what an earlier service forgot included). */
+  /** The table of the run in `dir`, with every job an earlier service left there. */
   constructor(dir: string) {
     this.#dir = dir;
-    let forgotten: Forgotten = { succeeded: 0, failed: 0, cancelled: 0 };
-    try {
-      forgotten = JSON.parse(readText(`${dir}/forgotten.json`)) as Forgotten;
-    } catch {
-      // None forgotten yet.
+    const bytes = readNoFollow(`${dir}/forgotten.json`);
+    this.#forgotten = bytes === null
+      ? { succeeded: 0, failed: 0, cancelled: 0 }
+      : JSON.parse(decoder.decode(bytes)) as Forgotten;
+    for (const record of readRecords(dir)) {
+      const job = new Job(dir, record);
+      job.refresh();
+      this.add(job);
     }
-    this.#forgotten = forgotten;
   }
 
   get(id: string): Job | undefined {
@@ -312,7 +232,7 @@ export class JobTable {
     this.#bySeq.set(job.seq, job);
   }
 
-  /** Drops a job that never started (denit refused it), and its files. */
+  /** Drops a job whose keeper never started, and its files. */
   drop(job: Job): void {
     this.#jobs.delete(job.id);
     this.#bySeq.delete(job.seq);
@@ -335,23 +255,24 @@ export class JobTable {
   trim(): void {
     const done = this.list().filter((job) => job.finished && job.outputEnded);
     let count = done.length;
-    let bytes = done.reduce((sum, job) => sum + job.stdout.stored + job.stderr.stored, 0);
+    let bytes = done.reduce((sum, job) => sum + job.stdoutBytes + job.stderrBytes, 0);
     let changed = false;
     for (const job of done) {
       if (count <= KEEP_FINISHED_JOBS && bytes <= KEEP_SPOOL_BYTES) break;
       this.#jobs.delete(job.id);
       this.#bySeq.delete(job.seq);
-      const status = job.record.status;
+      const status = job.status;
       if (status === "SUCCEEDED") this.#forgotten.succeeded++;
       else if (status === "FAILED") this.#forgotten.failed++;
       else this.#forgotten.cancelled++;
       changed = true;
       job.remove();
       count--;
-      bytes -= job.stdout.stored + job.stderr.stored;
+      bytes -= job.stdoutBytes + job.stderrBytes;
     }
-    if (!changed) return;
-    replaceFile(`${this.#dir}/forgotten.json`, encoder.encode(JSON.stringify(this.#forgotten)));
+    if (changed) {
+      replaceFile(`${this.#dir}/forgotten.json`, encoder.encode(JSON.stringify(this.#forgotten)));
+    }
   }
 
   counts(): JobCounts {
@@ -365,11 +286,17 @@ export class JobTable {
     };
     for (const job of this.#jobs.values()) {
       counts.started++;
-      if (job.record.status === "RUNNING") counts.running++;
-      else if (job.record.status === "SUCCEEDED") counts.succeeded++;
-      else if (job.record.status === "FAILED") counts.failed++;
+      const status = job.status;
+      if (status === "RUNNING") counts.running++;
+      else if (status === "SUCCEEDED") counts.succeeded++;
+      else if (status === "FAILED") counts.failed++;
       else counts.cancelled++;
     }
     return counts;
+  }
+
+  /** Writes the counts where denit's health endpoint reads them (COUNTS_FILE). */
+  saveCounts(): void {
+    replaceFile(`${this.#dir}/${COUNTS_FILE}`, encoder.encode(JSON.stringify(this.counts())));
   }
 }

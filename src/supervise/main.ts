@@ -145,9 +145,8 @@ export async function superviseMain(
     // Listening before the child starts, as the health endpoint: a bad path fails first.
     jobs = await startJobs(config, log, supervisor);
   } catch (err: unknown) {
-    // The service's own messages say what is wrong with the path ("exists and is not a socket").
-    const reason = err instanceof Error && err.message !== "" ? err.message : describe(err);
-    log.error(`Cannot serve jobs on "${config.jobsSocket}": ${reason.split("\n")[0]}`);
+    // The line says which place is wrong and how ("exists and is not a socket").
+    log.error(describe(err));
     health?.close();
     return ExitCode.INTERNAL;
   }
@@ -175,7 +174,6 @@ async function startJobs(
     spool: config.jobsSpool,
     log,
     logArgs: ["--log-level", config.logLevel, "--log-format", config.logFormat],
-    onCounts: (counts) => supervisor.setJobCounts(counts),
     onOomKill: () => supervisor.relieveMemory(),
   });
   supervisor.attachJobs(host);

@@ -66,7 +66,6 @@ import {
 import type { Spawner } from "./spawner.ts";
 import type { RunAs } from "./user.ts";
 import type { JobHost } from "./jobs.ts";
-import type { JobCounts } from "../common/jobs.ts";
 
 /** Sweeps of leftovers triggered by reaping are at least this far apart (each reads /proc). */
 const SWEEP_INTERVAL_MS = 20;
@@ -193,7 +192,6 @@ export class Supervisor {
   #reaped = 0;
   /** The job service's side on this thread (--jobs-socket); null without it. */
   #jobs: JobHost | null = null;
-  #jobCounts: JobCounts | null = null;
   #lastSweepMs = -Infinity;
   /** Descriptors held back for reading /proc when all the others are taken (see #spare). */
   #reserve: Deno.FsFile[] = [];
@@ -259,7 +257,7 @@ export class Supervisor {
         ? null
         : this.#startedAtMs + this.#config.timeoutMs,
       memory: this.#memoryFacts,
-      jobs: this.#jobCounts,
+      jobs: this.#jobs?.counts() ?? null,
     });
   }
 
@@ -335,20 +333,9 @@ export class Supervisor {
     void this.#zombieLoop();
   }
 
-  /**
-   * Serves the job service: its jobs are reaped by this supervisor's reaper (the only one),
-   * and stopped with the leftovers when the child's end ends denit.
-   */
+  /** Supervises the job service: its process is reaped by this supervisor's reaper. */
   attachJobs(host: JobHost): void {
     this.#jobs = host;
-    this.#jobCounts = { running: 0, started: 0, succeeded: 0, failed: 0, cancelled: 0 };
-    this.#share();
-  }
-
-  /** The job service's latest counts, for /status and /metrics. */
-  setJobCounts(counts: JobCounts): void {
-    this.#jobCounts = counts;
-    this.#share();
   }
 
   /**
@@ -526,7 +513,6 @@ export class Supervisor {
           // A job is not an orphan: -w reports only what nobody else waited for.
           if (this.#jobs?.reaped(pid, status) !== true) this.#reapedLog?.reaped(pid, status);
         }
-        if (round.reaped > 0) this.#jobs?.afterRound();
         this.#afterRound(round);
       } catch (err: unknown) {
         // A PID 1 never bails: say so, wait a moment, and reap again.

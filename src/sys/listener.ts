@@ -5,9 +5,10 @@
  * the socket's backlog, never refused; denit waits for the first one to start the service.
  */
 
-import { SOCKET, unixAddress } from "./layout.ts";
+import { POLLFD, SOCKET, unixAddress } from "./layout.ts";
 import { closeFd, errno, errnoMessage, libc } from "./symbols.ts";
-import { pollReadable } from "./pipes.ts";
+
+const POLLIN = 0x1; // poll.h
 
 /** Connections that may wait to be accepted (Node's default for a server). */
 const BACKLOG = 511;
@@ -49,10 +50,15 @@ export class UnixListener {
    * Waits on a thread of the runtime, not this one.
    */
   async connectionWaits(): Promise<boolean> {
+    // Larger than V8 keeps on its heap: its address stays put while another thread polls it.
+    const pollfd = new Uint8Array(64);
+    const view = new DataView(pollfd.buffer);
+    view.setInt32(POLLFD.fd, this.fd, true);
+    view.setInt16(POLLFD.events, POLLIN, true);
     while (!this.#closed) {
-      const [ready = false] = await pollReadable([this.fd], -1);
+      const ready = await libc.poll(pollfd, 1n, -1);
       if (this.#closed) return false;
-      if (ready) return true;
+      if (ready > 0) return true;
     }
     return false;
   }

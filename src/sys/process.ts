@@ -4,7 +4,7 @@
  * union.
  */
 
-import { FILE_ACTIONS_BYTES, RLIMIT, SIGINFO, SPAWNATTR_BYTES, STATX } from "./layout.ts";
+import { FILE_ACTIONS_BYTES, O, RLIMIT, SIGINFO, SPAWNATTR_BYTES, STATX } from "./layout.ts";
 import { addressOf, cString, Errno, errno, errnoMessage, libc } from "./symbols.ts";
 import { signalSet } from "./signals.ts";
 
@@ -182,16 +182,12 @@ function setFileLimit(limit: FileLimit): CallResult {
 export interface SpawnRequest {
   readonly path: Uint8Array;
   readonly argv: readonly Uint8Array[];
-  /** "KEY=VALUE" entries; this process's own environment (`environ`) when absent. */
-  readonly env?: readonly Uint8Array[];
   /** Make the child's new process group the foreground group of this terminal fd. */
   readonly foregroundFd?: number;
   /** The child's soft limit of open files (null: unlimited), when it must differ from ours. */
   readonly fileSoftLimit?: number | null;
-  /** posix_spawn file actions made by the caller (a job's pipes), which it destroys after. */
-  readonly fileActions?: Uint8Array<ArrayBuffer>;
-  /** Signals the child starts with blocked (default: none). */
-  readonly blocked?: readonly number[];
+  /** [descriptor, target] pairs: the child gets each descriptor as `target`. */
+  readonly descriptors?: ReadonlyArray<readonly [number, number]>;
 }
 
 /** Result of `spawn()`. */
@@ -213,34 +209,56 @@ function currentEnviron(): Deno.PointerValue {
 // Every signal 1..64, directly: sigfillset(3) in glibc leaves out 32 and 33 (its internal
 // SIGCANCEL and SIGSETXID), and posix_spawn would then leave those two as the parent has them.
 const ALL_SIGNALS = Array.from({ length: 64 }, (_, i) => i + 1);
+const F_DUPFD_CLOEXEC = 1030; // fcntl.h
 
-function spawnAttributes(blocked: readonly number[] = []): Uint8Array<ArrayBuffer> {
+function spawnAttributes(): Uint8Array<ArrayBuffer> {
   const attr = new Uint8Array(SPAWNATTR_BYTES);
   libc.posix_spawnattr_init(attr);
   const flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
   libc.posix_spawnattr_setflags(attr, flags);
   libc.posix_spawnattr_setpgroup(attr, 0); // a new process group led by the child
   libc.posix_spawnattr_setsigdefault(attr, signalSet(ALL_SIGNALS)); // every signal at SIG_DFL
-  libc.posix_spawnattr_setsigmask(attr, signalSet(blocked)); // an empty mask, or `blocked`
+  libc.posix_spawnattr_setsigmask(attr, signalSet([])); // an empty mask
   return attr;
 }
 
 /**
+ * The file actions for a request, or null for none: the terminal hand-over, and each
+ * [descriptor, target] pair copied to its target (dup2 clears close-on-exec on the copy; a
+ * descriptor that is itself a target is first copied above every target, so that no copy
+ * overwrites another's source). `copies` gets the descriptors to close after the spawn.
+ */
+function fileActions(request: SpawnRequest, copies: number[]): Uint8Array<ArrayBuffer> | null {
+  const pairs = request.descriptors ?? [];
+  const foreground = request.foregroundFd !== undefined && canSetForegroundOnSpawn();
+  if (pairs.length === 0 && !foreground) return null;
+  const actions = new Uint8Array(FILE_ACTIONS_BYTES);
+  libc.posix_spawn_file_actions_init(actions);
+  if (foreground) {
+    libc.posix_spawn_file_actions_addtcsetpgrp_np?.(actions, request.foregroundFd ?? 0);
+  }
+  const targets = pairs.map(([, target]) => target);
+  for (const [fd, target] of pairs) {
+    let source = fd;
+    if (targets.includes(fd)) {
+      source = libc.fcntl(fd, F_DUPFD_CLOEXEC, Math.max(...targets) + 1);
+      copies.push(source);
+    }
+    libc.posix_spawn_file_actions_adddup2(actions, source, target);
+  }
+  return actions;
+}
+
+/**
  * posix_spawn(3): a new process group, every signal at its default disposition, an empty
- * signal mask, and the environment given (or this process's, byte for byte).
+ * signal mask, this process's environment byte for byte, and the descriptors asked for.
  */
 export function spawn(request: SpawnRequest): SpawnResult {
   const path = cString(request.path);
   const argv = packStrings(request.argv);
-  const envp = request.env === undefined ? null : packStrings(request.env);
-  const foreground = request.foregroundFd !== undefined && canSetForegroundOnSpawn() &&
-    request.fileActions === undefined;
-  const actions = foreground ? new Uint8Array(FILE_ACTIONS_BYTES) : request.fileActions ?? null;
-  if (foreground && actions !== null) {
-    libc.posix_spawn_file_actions_init(actions);
-    libc.posix_spawn_file_actions_addtcsetpgrp_np?.(actions, request.foregroundFd ?? 0);
-  }
-  const attr = spawnAttributes(request.blocked);
+  const copies: number[] = [];
+  const actions = fileActions(request, copies);
+  const attr = spawnAttributes();
   // setrlimit is process-wide: lowered only around the spawn (denit holds few descriptors).
   const limit = request.fileSoftLimit === undefined ? null : fileLimit();
   if (limit !== null && limit.soft !== request.fileSoftLimit) {
@@ -248,49 +266,21 @@ export function spawn(request: SpawnRequest): SpawnResult {
   }
   try {
     const pid = new Int32Array(1);
-    const environment = envp === null ? currentEnviron() : Deno.UnsafePointer.of(envp.pointers);
-    const code = libc.posix_spawn(pid, path, actions, attr, argv.pointers, environment);
+    const code = libc.posix_spawn(pid, path, actions, attr, argv.pointers, currentEnviron());
     if (code === 0) return { kind: "spawned", pid: pid[0] ?? 0 };
     // glibc reports a failed file action (here only tcsetpgrp, ENOTTY/EPERM) the same way.
-    const stage = foreground && (code === Errno.ENOTTY || code === Errno.EPERM)
+    const stage = request.foregroundFd !== undefined &&
+        (code === Errno.ENOTTY || code === Errno.EPERM)
       ? "foreground"
       : "exec";
     return { kind: "failed", errno: code, stage };
   } finally {
     if (limit !== null && limit.soft !== request.fileSoftLimit) setFileLimit(limit);
     libc.posix_spawnattr_destroy(attr);
-    if (foreground && actions !== null) libc.posix_spawn_file_actions_destroy(actions);
+    if (actions !== null) libc.posix_spawn_file_actions_destroy(actions);
+    copies.forEach((fd) => libc.close(fd));
     // The C strings must outlive posix_spawn: referenced here, they stay reachable until now.
-    void [path, argv, envp];
-  }
-}
-
-/**
- * posix_spawn(3) as `spawn()` does it, on a thread of the runtime (the caller's thread is not
- * held while the child starts: a job's start never delays a signal to the main child). No
- * terminal hand-over and no change of limits: for jobs and the job service.
- */
-export async function spawnAsync(request: SpawnRequest): Promise<SpawnResult> {
-  const path = packStrings([request.path]);
-  const argv = packStrings(request.argv);
-  const envp = packStrings(request.env ?? environEntries());
-  const attr = spawnAttributes(request.blocked);
-  const pid = new Int32Array(32); // larger than V8 keeps on its heap: its address stays put
-  try {
-    const code = await libc.posix_spawn_async(
-      pid,
-      path.block,
-      request.fileActions ?? null,
-      attr,
-      argv.pointers,
-      envp.pointers,
-    );
-    if (code === 0) return { kind: "spawned", pid: pid[0] ?? 0 };
-    return { kind: "failed", errno: code, stage: "exec" };
-  } finally {
-    libc.posix_spawnattr_destroy(attr);
-    // Read by another thread until now: referenced here, they stay alive and in place.
-    void [path, argv, envp, pid, request.fileActions];
+    void [path, argv];
   }
 }
 
@@ -317,18 +307,32 @@ function packStrings(strings: readonly Uint8Array[]): {
   return { block, pointers };
 }
 
-/** This process's environment as raw "KEY=VALUE" entries (a value need not be UTF-8). */
-export function environEntries(): Uint8Array[] {
-  const address = libc.environ;
-  const list = address === null ? null : new Deno.UnsafePointerView(address).getPointer();
-  const entries: Uint8Array[] = [];
-  if (list === null) return entries;
-  const view = new Deno.UnsafePointerView(list);
-  for (let i = 0;; i++) {
-    const entry = view.getPointer(i * 8);
-    if (entry === null) break;
-    const length = Number(libc.strlen(entry));
-    entries.push(new Uint8Array(Deno.UnsafePointerView.getArrayBuffer(entry, length).slice(0)));
+/**
+ * Runs a helper (as spawn() does) whose stdout is a pipe, and reads that to its end; the helper
+ * exits at once (what it starts writes a line and closes the pipe), and is reaped then. For the
+ * job service's keepers, which leave it at once (launch/keep.c). The text, or -errno.
+ */
+export function spawnAndRead(request: SpawnRequest): string | number {
+  const fds = new Int32Array(2);
+  if (libc.pipe2(fds, O.CLOEXEC) !== 0) return -errno();
+  const [read = -1, write = -1] = fds;
+  const result = spawn({ ...request, descriptors: [[write, 1]] });
+  libc.close(write);
+  let text = "";
+  if (result.kind === "spawned") {
+    const buffer = new Uint8Array(256);
+    const decoder = new TextDecoder();
+    for (;;) {
+      const n = Number(libc.read(read, buffer, BigInt(buffer.length)));
+      if (n < 0 && errno() === Errno.EINTR) continue;
+      if (n <= 0) break;
+      text += decoder.decode(buffer.subarray(0, n));
+    }
+    const status = new Int32Array(1);
+    while (libc.waitpid(result.pid, status, 0) < 0 && errno() === Errno.EINTR) {
+      // interrupted: wait again
+    }
   }
-  return entries;
+  libc.close(read);
+  return result.kind === "spawned" ? text : -result.errno;
 }

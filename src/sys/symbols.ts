@@ -70,13 +70,6 @@ const START_SYMBOLS = {
 
 /** The rest of process control: jobs' spawns, terminals, descriptors, the environment. */
 const PROCESS_SYMBOLS = {
-  // The same call on a thread of the runtime: jobs start without holding the caller's thread.
-  posix_spawn_async: {
-    name: "posix_spawn",
-    parameters: ["buffer", "buffer", "buffer", "buffer", "buffer", "buffer"], // as posix_spawn
-    result: "i32",
-    nonblocking: true,
-  },
   posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" }, // actions *fa
   posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" }, // actions *fa
   // glibc 2.35+: make the child's process group the terminal's foreground group before exec.
@@ -97,7 +90,6 @@ const PROCESS_SYMBOLS = {
   dup2: { parameters: ["i32", "i32"], result: "i32" }, // int oldfd, int newfd
   // int setenv(const char *name, const char *value, int overwrite): raw bytes, not only UTF-8.
   setenv: { parameters: ["buffer", "buffer", "i32"], result: "i32" },
-  strlen: { parameters: ["pointer"], result: "usize" }, // const char *s
   strerror: { parameters: ["i32"], result: "pointer" }, // int errnum
 } as const satisfies Deno.ForeignLibraryInterface;
 
@@ -196,21 +188,6 @@ const JOB_SYMBOLS = {
     parameters: ["buffer", "i32", "i32"], // posix_spawn_file_actions_t *fa, int fd, int newfd
     result: "i32",
   },
-  posix_spawn_file_actions_addopen: {
-    // posix_spawn_file_actions_t *fa, int fd, const char *path, int oflag, mode_t mode
-    parameters: ["buffer", "i32", "buffer", "i32", "u32"],
-    result: "i32",
-  },
-  // glibc 2.29+: chdir(path) in the child before exec.
-  posix_spawn_file_actions_addchdir_np: {
-    parameters: ["buffer", "buffer"], // posix_spawn_file_actions_t *fa, const char *path
-    result: "i32",
-    optional: true,
-  },
-  // ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
-  // unsigned int flags): a pipe's bytes into a file, inside the kernel, never half done.
-  splice: { parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"], result: "isize" },
-  malloc_trim: { parameters: ["usize"], result: "i32" }, // size_t pad
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** One thread's credentials. */
@@ -230,12 +207,6 @@ const SOCKET_SYMBOLS = {
   },
   // ssize_t recvmsg(int fd, struct msghdr *msg, int flags): blocks on a thread of the runtime.
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
-  socketpair: {
-    parameters: ["i32", "i32", "i32", "buffer"], // int domain, int type, int protocol, int sv[2]
-    result: "i32",
-  },
-  // ssize_t sendmsg(int fd, const struct msghdr *msg, int flags): on a thread of the runtime.
-  sendmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
   shutdown: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int how
 } as const satisfies Deno.ForeignLibraryInterface;
 
@@ -403,6 +374,7 @@ export const Errno = Object.freeze({
   ESRCH: 3,
   EINTR: 4,
   ENXIO: 6,
+  EBADF: 9,
   ENOEXEC: 8,
   ECHILD: 10,
   EAGAIN: 11,

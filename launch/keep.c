@@ -1,0 +1,242 @@
+/*
+ * `denit job keep DIR SEQ CAP [--cwd DIR] [--env NAME=VALUE]... -- ARGV...`: the keeper of one
+ * job, started by the job service (src/jobs/service.ts), in C so that it costs almost nothing
+ * and needs no runtime. It leaves the service at once (a process of its own, which the service's
+ * death does not touch: denit, PID 1 or subreaper, adopts it) and is the job's parent for the
+ * job's whole life. It starts ARGV in a process group of its own (every signal at its default,
+ * none blocked, stdin from /dev/null), moves its stdout and stderr from pipes into DIR/SEQ.out and
+ * DIR/SEQ.err (both together at most CAP bytes; what comes beyond is read and dropped), reaps
+ * it, and records what happened in DIR/SEQ.state, a file replaced whole at each change:
+ *
+ *   pid=P keeper=K exit=C signal=S finished=MS truncated=0|1 lost=B ended=0|1
+ *
+ * (exit -1 while it runs; signal 0 unless a signal ended it; finished: when it ended, in
+ * milliseconds since the epoch, 0 before; lost: bytes that could not be stored, a full or
+ * read-only disk; ended: the output ended, every writer of the pipes gone). It prints "pid P"
+ * on its stdout once the job runs, then closes it. It stays while any process of the job's group
+ * is left. SIGUSR1 is a Cancel: it reads the grace (ms) from DIR/SEQ.cancel, sends SIGTERM to
+ * the group, and SIGKILL once the grace is over (again, until the group is gone: a fork bomb
+ * ends too). A status it cannot write yet (a full disk) is tried again every second. A job
+ * that cannot be run ends 127 (not found) or 126, with the reason on its stderr.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launch.h"
+
+/* How often the group is looked at while only it is left, and while a Cancel's SIGKILL repeats. */
+#define GROUP_IDLE_MS 1000
+#define GROUP_POLL_MS 20
+#define RETRY_SAVE_MS 1000
+
+struct state {
+  pid_t pid, keeper;
+  int exit_code, signal, truncated, ended;
+  long long lost, finished;
+};
+
+static char dir[4096], seq[32];
+
+static long long now_ms(clockid_t clock) {
+  struct timespec now;
+  clock_gettime(clock, &now);
+  return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+static int open_spool(const char *suffix, int flags) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s.%s", dir, seq, suffix);
+  return open(path, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+/* Replaces DIR/SEQ.state whole (written to .new, never through a link, then renamed). */
+static int save(const struct state *s) {
+  char line[200], from[4200], to[4200];
+  int n = snprintf(line, sizeof line,
+                   "pid=%d keeper=%d exit=%d signal=%d finished=%lld truncated=%d lost=%lld "
+                   "ended=%d\n",
+                   (int)s->pid, (int)s->keeper, s->exit_code, s->signal, s->finished,
+                   s->truncated, s->lost, s->ended);
+  int fd = open_spool("state.new", O_WRONLY | O_CREAT | O_TRUNC);
+  if (fd < 0) return -1;
+  int ok = write_all(fd, line, (size_t)n) == 0;
+  close(fd);
+  snprintf(from, sizeof from, "%s/%s.state.new", dir, seq);
+  snprintf(to, sizeof to, "%s/%s.state", dir, seq);
+  return ok && rename(from, to) == 0 ? 0 : -1;
+}
+
+/* The job itself, after fork: its own group, signals at default, its streams, then exec. */
+static void start(char **argv, char **env, const char *cwd, int out, int err) {
+  setpgid(0, 0);
+  for (int signo = 1; signo <= SIGRTMAX; signo++) {
+    if (signo != SIGKILL && signo != SIGSTOP) signal(signo, SIG_DFL);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  int null = open("/dev/null", O_RDONLY);
+  if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(125);
+  for (char **entry = env; *entry != NULL; entry++) putenv(*entry);
+  if (cwd != NULL && chdir(cwd) != 0) {
+    dprintf(2, "denit: Cannot start \"%s\": work_dir \"%s\": %s\n", argv[0], cwd, strerror(errno));
+    _exit(126);
+  }
+  execvp(argv[0], argv);
+  int failure = errno;
+  if (failure == ENOENT) {
+    dprintf(2, "denit: Cannot start \"%s\": command not found\n", argv[0]);
+    _exit(127);
+  }
+  dprintf(2, "denit: Cannot start \"%s\": %s\n", argv[0], strerror(failure));
+  _exit(126);
+}
+
+/*
+ * Moves what a pipe holds into its file, within the cap: 1 more may come, 0 at its end. What
+ * changes the state (a first truncation, lost bytes) clears `saved`.
+ */
+static int take(int pipe_fd, int file, long long *stored, long long cap, struct state *s,
+                int *saved) {
+  static char buffer[65536];
+  ssize_t n = read(pipe_fd, buffer, sizeof buffer);
+  if (n < 0) return errno == EINTR || errno == EAGAIN;
+  if (n == 0) return 0;
+  long long room = cap - *stored;
+  size_t keep = room <= 0 ? 0 : (size_t)(n < room ? n : room);
+  if (keep < (size_t)n && !s->truncated) {
+    s->truncated = 1;
+    *saved = 0;
+  }
+  if (keep > 0 && (file < 0 || write_all(file, buffer, keep) != 0)) {
+    s->lost += (long long)keep; /* a full or read-only disk: counted, and the job goes on */
+    *saved = 0;
+  } else {
+    *stored += (long long)keep;
+  }
+  return 1;
+}
+
+/* A Cancel: the grace from DIR/SEQ.cancel; SIGTERM to the group now. Returns the deadline. */
+static long long cancel(pid_t pgid) {
+  char text[32] = {0};
+  int fd = open_spool("cancel", O_RDONLY);
+  long long grace = 0;
+  if (fd >= 0) {
+    if (read(fd, text, sizeof text - 1) > 0) grace = atoll(text);
+    close(fd);
+  }
+  kill(-pgid, SIGTERM);
+  return now_ms(CLOCK_MONOTONIC) + (grace > 0 ? grace : 0);
+}
+
+/* The keeper proper: runs the job and keeps it, as the comment at the top says. */
+static int keep(char **argv, char **env, const char *cwd, long long cap) {
+  int out_file = open_spool("out", O_WRONLY | O_CREAT | O_TRUNC);
+  int err_file = open_spool("err", O_WRONLY | O_CREAT | O_TRUNC);
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return 125;
+  sigset_t wanted;
+  sigemptyset(&wanted);
+  sigaddset(&wanted, SIGCHLD);
+  sigaddset(&wanted, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &wanted, NULL);
+  int sfd = signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK);
+  struct state s = {.pid = fork(), .keeper = getpid(), .exit_code = -1};
+  if (s.pid < 0) return 125;
+  if (s.pid == 0) start(argv, env, cwd, out[1], err[1]);
+  setpgid(s.pid, s.pid); /* the child does the same: whichever comes first, the group exists */
+  close(out[1]);
+  close(err[1]);
+  char adj[64];
+  snprintf(adj, sizeof adj, "/proc/%d/oom_score_adj", (int)s.pid);
+  int fd = open(adj, O_WRONLY | O_CLOEXEC); /* the OOM killer's first pick, before the service */
+  if (fd >= 0) {
+    write_all(fd, "1000", 4);
+    close(fd);
+  }
+  int saved = save(&s) == 0, reaped = 0;
+  printf("pid %d\n", (int)s.pid);
+  fflush(stdout);
+  close(1);
+  long long stored = 0, deadline = -1;
+  struct pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {sfd, POLLIN, 0}};
+  for (;;) {
+    int group = kill(-s.pid, 0) == 0 || errno != ESRCH;
+    if (reaped && fds[0].fd < 0 && fds[1].fd < 0 && saved && !group) return 0;
+    int timeout = -1;
+    if (!saved) timeout = RETRY_SAVE_MS;
+    if (reaped && fds[0].fd < 0 && fds[1].fd < 0 && group) timeout = GROUP_IDLE_MS;
+    if (deadline >= 0) {
+      long long left = deadline - now_ms(CLOCK_MONOTONIC);
+      if (left <= 0) kill(-s.pid, SIGKILL); /* and again at each turn, until the group is gone */
+      left = left <= 0 ? GROUP_POLL_MS : left;
+      if (timeout < 0 || left < timeout) timeout = (int)left;
+    }
+    if (poll(fds, 3, timeout) < 0 && errno != EINTR) return 125;
+    for (int i = 0; i < 2; i++) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      if (!take(fds[i].fd, i == 0 ? out_file : err_file, &stored, cap, &s, &saved)) {
+        close(fds[i].fd);
+        fds[i].fd = -1; /* poll(2) ignores a negative descriptor */
+        saved = 0;
+      }
+    }
+    struct signalfd_siginfo info;
+    while (read(sfd, &info, sizeof info) > 0) {
+      if (info.ssi_signo == SIGUSR1 && deadline < 0) deadline = cancel(s.pid);
+    }
+    int status;
+    if (!reaped && waitpid(s.pid, &status, WNOHANG) == s.pid) {
+      reaped = 1;
+      s.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      s.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      s.finished = now_ms(CLOCK_REALTIME);
+      saved = 0;
+    }
+    int ended = fds[0].fd < 0 && fds[1].fd < 0;
+    if (ended != s.ended) {
+      s.ended = ended;
+      saved = 0;
+    }
+    if (!saved) saved = save(&s) == 0;
+  }
+}
+
+int keep_main(int argc, char **argv) {
+  if (argc < 6) {
+    fprintf(stderr, "denit job keep: DIR SEQ CAP [--cwd DIR] [--env NAME=VALUE]... -- ARGV...\n");
+    return 2;
+  }
+  snprintf(dir, sizeof dir, "%s", argv[1]);
+  snprintf(seq, sizeof seq, "%s", argv[2]);
+  const char *cwd = NULL;
+  char **env = calloc((size_t)argc, sizeof *env);
+  size_t envs = 0;
+  int at = 4;
+  for (; at < argc && strcmp(argv[at], "--") != 0; at += 2) {
+    if (at + 1 >= argc || env == NULL) return 2;
+    if (strcmp(argv[at], "--cwd") == 0) cwd = argv[at + 1];
+    else if (strcmp(argv[at], "--env") == 0) env[envs++] = argv[at + 1];
+    else return 2;
+  }
+  if (at + 1 >= argc) return 2;
+  /* Out of the service's hands: the process the service started exits at once. */
+  pid_t self = fork();
+  if (self < 0) {
+    fprintf(stderr, "denit job keep: fork: %s\n", strerror(errno));
+    return 125;
+  }
+  if (self > 0) _exit(0);
+  return keep(argv + at + 1, env, cwd, atoll(argv[3]));
+}
