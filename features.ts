@@ -1,6 +1,6 @@
 /**
  * denit's optional half: the programs and threads a plain `denit -- CMD` never runs (copy mode
- * and its threads, `denit probe`, `denit bridge`, the health endpoint and its thread). mod.ts
+ * and its threads, the health endpoint and its thread). mod.ts
  * loads it on first use by a specifier the bundler does not follow, so that in the bundle form
  * it is dist/denit-features.js beside dist/denit.js and a plain start neither parses nor
  * compiles any of it; from the sources and in the compiled binary (`--include`) it is this
@@ -15,12 +15,6 @@ export const copy = (): Promise<typeof import("./src/copy/main.ts")> =>
 /** Copy mode's file-copying threads. */
 export const copyWorker = (): Promise<typeof import("./src/copy/worker.ts")> =>
   import("./src/copy/worker.ts");
-/** `denit probe`. */
-export const probe = (): Promise<typeof import("./src/health/probe.ts")> =>
-  import("./src/health/probe.ts");
-/** `denit bridge`. */
-export const bridge = (): Promise<typeof import("./src/jobs/bridge.ts")> =>
-  import("./src/jobs/bridge.ts");
 /** The health endpoint (`--health-addr`). */
 export const health = (): Promise<typeof import("./src/health/endpoint.ts")> =>
   import("./src/health/endpoint.ts");

@@ -32,8 +32,8 @@ async function jobsModule(): Promise<typeof import("./src/jobs/entry.ts")> {
 }
 
 /**
- * The optional half (features.ts): copy mode, the probe, the bridge and the health endpoint,
- * which a plain run never loads: denit-features.js beside the bundle (a specifier the bundler
+ * The optional half (features.ts): copy mode and the health endpoint, which a plain run never
+ * loads: denit-features.js beside the bundle (a specifier the bundler
  * cannot follow), or the module from the sources. Rejects with one line that names the file
  * when it cannot be loaded.
  */
@@ -44,16 +44,16 @@ async function features(): Promise<typeof import("./features.ts")> {
   } catch (err: unknown) {
     const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0];
     throw new Error(
-      `cannot load ${new URL(entry, import.meta.url).pathname}, denit's code for copy mode, ` +
-        `the probe, the bridge and the health endpoint (${reason})`,
+      `cannot load ${new URL(entry, import.meta.url).pathname}, denit's code for copy mode ` +
+        `and the health endpoint (${reason})`,
     );
   }
 }
 
-/** `denit init`, `copy`, `probe` and `bridge`, from the optional half; null for any other. */
+/** `denit init` and `copy`, from the optional half; null for any other. */
 async function optionalProgram(args: readonly string[]): Promise<number | null> {
   const [name = ""] = args;
-  if (!["init", "copy", "probe", "bridge"].includes(name)) return null;
+  if (!["init", "copy"].includes(name)) return null;
   let half: Awaited<ReturnType<typeof features>>;
   try {
     half = await features();
@@ -62,8 +62,6 @@ async function optionalProgram(args: readonly string[]): Promise<number | null> 
     printErr(`denit: ${err instanceof Error ? err.message : String(err)}`);
     return ExitCode.INTERNAL;
   }
-  if (name === "probe") return await (await half.probe()).probeMain(args.slice(1));
-  if (name === "bridge") return await (await half.bridge()).bridgeMain(args.slice(1));
   return await (await half.copy()).copyMain(args);
 }
 

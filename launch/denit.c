@@ -51,7 +51,7 @@ static const int NEVER[] = {SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGKILL, S
 static const int IGNORED[] = {SIGPIPE, SIGTTIN, SIGTTOU, SIGPROF};
 
 /* First words that select a mode other than supervising (mod.ts dispatches the same way). */
-static const char *const OTHER_MODES[] = {"init", "copy", "job", "bridge", "probe"};
+static const char *const OTHER_MODES[] = {"init", "copy", "job"};
 
 /* Variables the runtime acts on before denit runs: moved aside for the child. */
 static const char *const PREFIXES[] = {"DENO_", "NODE_", "OTEL_", "RUST_", "npm_config_",
@@ -187,10 +187,12 @@ static int set_aside(int argc, char **argv, int saved_stderr) {
 }
 
 int main(int argc, char **argv) {
-  /* What runs without the runtime. */
+  /* What runs without the runtime: a job's keeper, the bridge and the probe. */
   if (argc > 2 && strcmp(argv[1], "job") == 0 && strcmp(argv[2], "keep") == 0) {
     return keep_main(argc - 2, argv + 2);
   }
+  if (argc > 1 && strcmp(argv[1], "bridge") == 0) return bridge_main(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "probe") == 0) return probe_main(argc - 1, argv + 1);
   /* Its own directory ("" for a launcher in /): from /proc, else (no /proc mounted) its path. */
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

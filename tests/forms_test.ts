@@ -38,8 +38,8 @@ Deno.test({
       const plain = await run([...alone, "-s", "--", "sh", "-c", "echo ran"]);
       assertEquals([plain.code, plain.stdout, plain.stderr], [0, "ran\n", ""]);
       const missing = new RegExp(
-        `cannot load ${dir}/denit-features\\.js, denit's code for copy mode, the probe, ` +
-          `the bridge and the health endpoint \\(.+\\)\\n$`,
+        `cannot load ${dir}/denit-features\\.js, denit's code for copy mode ` +
+          `and the health endpoint \\(.+\\)\\n$`,
       );
       const init = await run([...alone, "init", `${dir}/shared`]);
       assertEquals(init.code, 125, init.stderr);

@@ -1,7 +1,7 @@
 /** The C library table: each symbol bound on its first call, compiled once it is called often. */
 
 import { assertEquals, assertOk } from "./assert.ts";
-import { cString, Errno, errno, libc, LIBC_SYMBOLS } from "../src/sys/symbols.ts";
+import { Errno, errno, libc, LIBC_SYMBOLS } from "../src/sys/symbols.ts";
 
 Deno.test("libc: nothing is bound before it is used; a first call binds it", () => {
   assertEquals(Object.getOwnPropertyDescriptor(libc, "lsetxattr"), undefined, "bound at load");

@@ -34,7 +34,6 @@ const SIGUSR1 = 10;
 const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 /** A request the service refuses: the gRPC status name and a one-line reason. */
 export class JobsError extends Error {
