@@ -59,6 +59,8 @@ export interface Figures {
     /** Private memory (RssAnon) and proportional share (Pss), for the same rows. */
     anonKiB?: Record<typeof START_ROWS[number], number>;
     pssKiB?: Record<typeof START_ROWS[number], number>;
+    /** denit with the health endpoint listening: VmRSS and RssAnon (absent before). */
+    health?: { rssKiB: number; anonKiB: number; probedAnonKiB?: number; probes?: number };
     /**
      * What a memory cgroup is charged for a denit started in it while another denit already
      * runs elsewhere (the runtime's file pages are then page cache charged to the first):
@@ -179,6 +181,15 @@ function verdicts(f: Figures): Verdict[] {
     target: "resident memory ≤ Deno floor + 2 MiB",
     measured: `${fixed(rss.denit / 1024, 1)} MiB vs ${fixed(rss.floorSpawn / 1024, 1)} + 2 MiB`,
     met: rss.denit <= rss.floorSpawn + 2048,
+  });
+  const plainAnon = f.memory.anonKiB?.denit ?? NaN;
+  const healthAnon = f.memory.health?.anonKiB ?? NaN;
+  out.push({
+    target: "PID 1's private memory (RssAnon) with --health within 3 MiB of without",
+    measured: `${fixed(healthAnon / 1024, 1)} MiB vs ${fixed(plainAnon / 1024, 1)} MiB (+${
+      fixed((healthAnon - plainAnon) / 1024, 1)
+    } MiB)`,
+    met: healthAnon - plainAnon <= 3072,
   });
   const sig = f.signals;
   const floorSlow = sig.floor.medianUs > 2 * sig.tini.medianUs;
@@ -479,6 +490,13 @@ export function renderResults(f: Figures): string {
         ratio(f.memory.rssKiB[n], f.memory.rssKiB.tini),
       ]),
     ),
+    ...(f.memory.health === undefined ? [] : [
+      `denit with \`--health-addr 127.0.0.1:0\`: VmRSS ${
+        fixed(f.memory.health.rssKiB / 1024, 1)
+      } MiB, RssAnon ${fixed(f.memory.health.anonKiB / 1024, 1)} MiB; RssAnon after ${
+        f.memory.health.probes ?? NaN
+      } requests to /healthz ${fixed((f.memory.health.probedAnonKiB ?? NaN) / 1024, 1)} MiB.`,
+    ]),
     ...(f.memory.cgroup === undefined ? [] : [
       f.memory.cgroup === null
         ? "The memory-cgroup charge: no memory cgroup could be made here."

@@ -157,9 +157,21 @@ function startOverhead(repeats: number): Figures["start"] {
   };
 }
 
+/** Requests to /healthz before the health row's second memory sample. */
+const HEALTH_PROBES = 1000;
+
+/** A loopback port free a moment ago. */
+function loopbackPort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
 async function memory(repeats: number): Promise<Figures["memory"]> {
   log(`memory: ${repeats} rounds`);
-  const cases: Array<[typeof START_ROWS[number], string[], boolean]> = [
+  type Row = typeof START_ROWS[number] | "health";
+  const cases: Array<[Row, string[], boolean]> = [
     ["floorEmpty", [...FLOOR_EMPTY, "sleep"], false],
     ["floorSpawn", [...FLOOR_SPAWN, "sleep", "30"], true],
     ["floorFfi", [...FLOOR_FFI, "sleep", "30"], true],
@@ -167,10 +179,20 @@ async function memory(repeats: number): Promise<Figures["memory"]> {
       name,
     ): [Supervisor, string[], boolean] => [name, [...SUPERVISORS[name], "sleep", "30"], true]),
   ];
-  const rss = new Samples<typeof START_ROWS[number]>();
-  const hwm = new Samples<typeof START_ROWS[number]>();
-  const anon = new Samples<typeof START_ROWS[number]>();
-  const pss = new Samples<typeof START_ROWS[number]>();
+  const port = loopbackPort();
+  cases.push(["health", [
+    ...SUPERVISORS.denit.slice(0, -1),
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--",
+    "sleep",
+    "30",
+  ], true]);
+  const probed: number[] = [];
+  const rss = new Samples<Row>();
+  const hwm = new Samples<Row>();
+  const anon = new Samples<Row>();
+  const pss = new Samples<Row>();
   for (let round = 0; round < repeats; round++) {
     for (const [name, argv, hasChild] of shuffled(cases)) {
       const [program = "", ...args] = argv;
@@ -185,6 +207,12 @@ async function memory(repeats: number): Promise<Figures["memory"]> {
       hwm.push(name, statusKiB(child.pid, "VmHWM"));
       anon.push(name, statusKiB(child.pid, "RssAnon"));
       pss.push(name, smapsField(child.pid, "Pss"));
+      if (name === "health") {
+        for (let i = 0; i < HEALTH_PROBES; i++) {
+          await (await fetch(`http://127.0.0.1:${port}/healthz`)).body?.cancel();
+        }
+        probed.push(statusKiB(child.pid, "RssAnon"));
+      }
       child.kill("SIGTERM");
       await child.status;
     }
@@ -194,6 +222,12 @@ async function memory(repeats: number): Promise<Figures["memory"]> {
     hwmKiB: recordOf(START_ROWS, (name) => hwm.median(name)),
     anonKiB: recordOf(START_ROWS, (name) => anon.median(name)),
     pssKiB: recordOf(START_ROWS, (name) => pss.median(name)),
+    health: {
+      rssKiB: rss.median("health"),
+      anonKiB: anon.median("health"),
+      probedAnonKiB: probed.sort((a, b) => a - b)[probed.length >> 1] ?? NaN,
+      probes: HEALTH_PROBES,
+    },
     cgroup: await cgroupCharge(),
   };
 }

@@ -15,9 +15,10 @@
  *   raises the open-file soft limit to the hard one: the arguments' bytes and the soft limit as
  *   the container set it go to denit in a memfd and in DENIT_LAUNCH.
  * - The environment. Variables the runtime acts on before any script runs (DENO_*, NODE_*,
- *   OTEL_*, RUST_*, npm_config_*, LD_*) are moved into the memfd, which denit reads back and gives
- *   to the child byte for byte; the runtime gets a DENO_DIR that cannot exist (no cache is
- *   written, a read-only root is fine).
+ *   OTEL_*, RUST_*, npm_config_*, LD_*, GLIBC_TUNABLES) are moved into the memfd, which denit
+ *   reads back and gives to the child byte for byte; the runtime gets a DENO_DIR that cannot
+ *   exist (no cache is written, a read-only root is fine) and one malloc arena (memory the
+ *   runtime's threads free at start is then used again, not kept per thread).
  * - On a terminal, the runtime's stderr is /dev/null while it boots (a runtime without a cache
  *   directory says so there); denit takes the real one back, kept open for it, before it writes.
  *
@@ -55,11 +56,11 @@ static const char *const OTHER_MODES[] = {"init", "copy", "job"};
 
 /* Variables the runtime acts on before denit runs: moved aside for the child. */
 static const char *const PREFIXES[] = {"DENO_", "NODE_", "OTEL_", "RUST_", "npm_config_",
-                                       "NPM_CONFIG_", "LD_"};
+                                       "NPM_CONFIG_", "LD_", "GLIBC_TUNABLES"};
 
 /* What the launcher sets for the runtime; denit removes them again. */
 static const char *const ADDED[] = {"DENO_DIR", "DENO_DISABLE_NODE_SHIM", "DENO_NO_UPDATE_CHECK",
-                                    "DENIT_LAUNCH"};
+                                    "GLIBC_TUNABLES", "DENIT_LAUNCH"};
 
 static const char *const RUN[] = {"run", "--quiet", "--no-config", "--no-lock", "--allow-all",
                                   "--no-prompt"};
@@ -180,7 +181,9 @@ static int set_aside(int argc, char **argv, int saved_stderr) {
   /* A path under a file: the runtime cannot create its cache there. */
   if (setenv("DENO_DIR", "/dev/null/denit-no-cache", 1) != 0 ||
       setenv("DENO_DISABLE_NODE_SHIM", "1", 1) != 0 ||
-      setenv("DENO_NO_UPDATE_CHECK", "1", 1) != 0 || setenv("DENIT_LAUNCH", text, 1) != 0) {
+      setenv("DENO_NO_UPDATE_CHECK", "1", 1) != 0 ||
+      setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1", 1) != 0 ||
+      setenv("DENIT_LAUNCH", text, 1) != 0) {
     return -1;
   }
   return 0;
@@ -230,6 +233,8 @@ int main(int argc, char **argv) {
   /*
    * The job service (which denit starts this way): it ends with denit's thread that started it,
    * and its heap is capped (under connection churn V8 would let it grow to about 180 MiB).
+   * PID 1's young generation stays at its smallest: what a request to the health endpoint
+   * allocates is collected in it instead of growing it.
    */
   int service = argc > 2 && strcmp(argv[1], "job") == 0 && strcmp(argv[2], "serve") == 0;
   if (service && prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) return fail("cannot set", "PDEATHSIG");
@@ -239,6 +244,7 @@ int main(int argc, char **argv) {
   args[at++] = deno;
   for (size_t i = 0; i < COUNT(RUN); i++) args[at++] = (char *)RUN[i];
   if (service) args[at++] = "--v8-flags=--max-old-space-size=64";
+  if (supervise) args[at++] = "--v8-flags=--max-semi-space-size=1";
   args[at++] = bundle;
   for (int i = 1; i < argc; i++) args[at++] = argv[i]; /* what ps shows; denit reads the memfd */
   args[at] = NULL;

@@ -1,7 +1,7 @@
 /**
  * Nothing after the spawn ends denit but the child's end: a throw injected at each place where
- * work runs once the child started (a signal's handling, a timer, a publish to the health
- * endpoint, a reap round, the zombie scan), an unhandled rejection and an uncaught error in a
+ * work runs once the child started (a signal's handling, a timer, a reap round, the zombie
+ * scan), an unhandled rejection and an uncaught error in a
  * callback are each one error line; denit still forwards the next stop signal, reaps the child
  * and exits with its code. The faults come from fixtures/faulty_denit.ts (denit's entry with a
  * trap), run from the sources behind denit's launcher.
@@ -29,7 +29,6 @@ globalThis.addEventListener("unload", () => Deno.removeSync(FAULTY_DIR, { recurs
 const POINTS: Readonly<Record<string, RegExp>> = {
   signal: /error: signal failed; denit goes on error="Error: injected at signal"/,
   timer: /error: timer failed; denit goes on error="Error: injected at timer"/,
-  publish: /error: publish failed; denit goes on error="Error: injected at publish"/,
   reap: /error: reap failed; denit goes on error="Error: injected at reap"/,
   "zombie-scan": /error: zombie-scan failed; denit goes on error="Error: injected at zombie-scan"/,
   rejection:
@@ -64,8 +63,8 @@ for (const mode of MODES) {
     Deno.test(`${mode}: a throw at ${point} after the spawn is one line; denit goes on`, async () => {
       const mark = await Deno.makeTempFile();
       await Deno.remove(mark);
-      // The health endpoint gives publish something to do; the delay gives timer a timer.
-      const flags = ["--health-addr", "127.0.0.1:0", "--shutdown-delay", "300ms", "--"];
+      // The delay gives timer a timer.
+      const flags = ["--shutdown-delay", "300ms", "--"];
       const argv = mode === "pid1"
         ? [...PIDNS, ...FAULTY, ...flags, ...CHILD]
         : [...FAULTY, "-s", ...flags, ...CHILD];

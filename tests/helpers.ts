@@ -443,6 +443,14 @@ export function names(dir: string): string[] {
 }
 
 /** The one-letter state of a process (proc(5)), "" when it is gone. */
+/** A number from /proc/PID/status ("VmRSS", "RssAnon": KiB). */
+export function statusValue(pid: number, key: string): number {
+  const text = Deno.readTextFileSync(`/proc/${pid}/status`);
+  const match = new RegExp(`^${key}:\\s+(\\d+)`, "m").exec(text);
+  if (match?.[1] === undefined) throw new Error(`no ${key} in /proc/${pid}/status`);
+  return Number(match[1]);
+}
+
 export function processState(pid: number): string {
   try {
     const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);

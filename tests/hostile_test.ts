@@ -88,8 +88,8 @@ Deno.test("64 connections of 8 KiB heads: signals still forwarded, probes answer
   assertEquals(result.code, 0, result.stderr);
   const figures = JSON.parse(result.stdout.trim());
   assertEquals(figures.lost, 0);
-  // The parser is linear and the endpoint has its own thread: the signal path is the
-  // supervisor's own. Bounds with room for this machine's noise; figures in bench/RESULTS.md.
+  // The endpoint shares the supervisor's thread; its parser is linear and each connection is
+  // bounded. Bounds with room for this machine's noise; figures in bench/RESULTS.md.
   assertOk(figures.median_us < 1000, `signal median ${figures.median_us} µs under the attack`);
   assertOk(figures.p99_us < 10_000, `signal p99 ${figures.p99_us} µs under the attack`);
   assertOk(Number(attacked.stdout.split(" ")[1]) > 100, `only ${attacked.stdout} answers`);

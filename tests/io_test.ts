@@ -42,6 +42,8 @@ Deno.test("environment (DENIT_* included) and working directory pass unchanged",
     UNICODE: "grüße ✓",
     DENIT_GROUP: "0",
     MULTI: "line1\nline2",
+    // The launcher gives the runtime its own; the child gets the container's.
+    GLIBC_TUNABLES: "glibc.malloc.tcache_count=7",
   };
   const dir = await Deno.makeTempDir();
   try {

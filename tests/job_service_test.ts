@@ -20,6 +20,7 @@ import {
   ROOT,
   run,
   Running,
+  statusValue,
   waitUntil,
   WallClock,
 } from "./helpers.ts";
@@ -73,13 +74,6 @@ function servicePidOf(denit: number): number {
     const at = words.indexOf("job");
     return at >= 0 && words[at + 1] === "serve";
   }) ?? 0;
-}
-
-function statusValue(pid: number, key: string): number {
-  const text = Deno.readTextFileSync(`/proc/${pid}/status`);
-  const match = new RegExp(`^${key}:\\s+(\\d+)`, "m").exec(text);
-  if (match?.[1] === undefined) throw new Error(`no ${key} in /proc/${pid}/status`);
-  return Number(match[1]);
 }
 
 async function list(c: JobsClient, request: object = {}): Promise<Job[]> {

@@ -17,6 +17,8 @@ export interface Logger {
   info(message: string, fields?: LogFields): void;
   debug(message: string, fields?: LogFields): void;
   enabled(level: LogLevel): boolean;
+  /** Resolves once every line is written, or after `timeoutMs` (stderr may stay full). */
+  flush(timeoutMs: number): Promise<void>;
 }
 
 /** Control characters (a newline in a process name, say) as visible escapes: a line stays one. */
@@ -95,12 +97,63 @@ export function lineBytes(format: (message: string) => string, message: string):
   return bytes;
 }
 
-/** Writes all of `bytes` to stderr; a closed or full stderr never stops denit. */
-function writeErr(bytes: Uint8Array): void {
-  try {
-    for (let done = 0; done < bytes.length;) done += Deno.stderr.writeSync(bytes.subarray(done));
-  } catch {
-    // stderr closed (EPIPE) or non-blocking and full (EAGAIN): the line is lost, not denit.
+/** Bytes of lines held while stderr is full; beyond them a line is dropped, and counted. */
+const MAX_HELD_BYTES = 64 * 1024;
+
+/**
+ * Lines to stderr, written on a thread of the runtime (`Deno.stderr.write`), one line a
+ * write(2), in order: a stderr that nobody reads (a full pipe) never holds up the caller. While
+ * it is full, lines wait, up to MAX_HELD_BYTES; beyond that they are dropped and counted, and
+ * the count is said (`dropped(n)` makes that line) once stderr takes lines again.
+ */
+class ErrWriter {
+  readonly #dropped: (count: number) => Uint8Array;
+  readonly #held: Uint8Array[] = [];
+  #heldBytes = 0;
+  #droppedLines = 0;
+  #writing: Promise<void> | null = null;
+
+  constructor(dropped: (count: number) => Uint8Array) {
+    this.#dropped = dropped;
+  }
+
+  write(bytes: Uint8Array): void {
+    if (this.#heldBytes + bytes.length > MAX_HELD_BYTES) {
+      this.#droppedLines++;
+      return;
+    }
+    this.#held.push(bytes);
+    this.#heldBytes += bytes.length;
+    this.#writing ??= this.#drain();
+  }
+
+  async #drain(): Promise<void> {
+    for (let bytes = this.#held.shift(); bytes !== undefined; bytes = this.#held.shift()) {
+      try {
+        for (let done = 0; done < bytes.length;) {
+          done += await Deno.stderr.write(bytes.subarray(done));
+        }
+      } catch {
+        // stderr closed (EPIPE): the line is lost, not denit.
+      }
+      this.#heldBytes -= bytes.length;
+      if (this.#held.length === 0 && this.#droppedLines > 0) {
+        const note = this.#dropped(this.#droppedLines);
+        this.#droppedLines = 0;
+        this.#held.push(note);
+        this.#heldBytes += note.length;
+      }
+    }
+    this.#writing = null;
+  }
+
+  async flush(timeoutMs: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      this.#writing,
+      new Promise((resolve) => timer = setTimeout(resolve, timeoutMs)),
+    ]);
+    clearTimeout(timer);
   }
 }
 
@@ -113,12 +166,17 @@ export function createLogger(
 ): Logger {
   const rank = LOG_LEVELS.indexOf(level);
   const enabled = (wanted: LogLevel) => LOG_LEVELS.indexOf(wanted) <= rank;
-  const write = (wanted: LogLevel) => (message: string, fields?: LogFields) => {
-    if (!enabled(wanted)) return;
+  const line = (wanted: LogLevel, message: string, fields?: LogFields) => {
     const shape = format === "json"
       ? (text: string) => formatJsonLine(pid, wanted, text, fields, Date.now(), program)
       : (text: string) => formatLine(pid, wanted, text, fields, program);
-    writeErr(lineBytes(shape, message));
+    return lineBytes(shape, message);
+  };
+  const writer = new ErrWriter((count) =>
+    line("warn", `${count} log lines were dropped while stderr was full`, { dropped: count })
+  );
+  const write = (wanted: LogLevel) => (message: string, fields?: LogFields) => {
+    if (enabled(wanted)) writer.write(line(wanted, message, fields));
   };
   return Object.freeze({
     level,
@@ -127,6 +185,7 @@ export function createLogger(
     warn: write("warn"),
     info: write("info"),
     debug: write("debug"),
+    flush: (timeoutMs: number) => writer.flush(timeoutMs),
   });
 }
 

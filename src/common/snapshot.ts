@@ -1,6 +1,6 @@
 /**
- * The supervisor's state as observers see it (the health endpoint, later the job service):
- * a frozen value, read and never written. The contract between the supervisor and the
+ * The supervisor's state as observers see it (the health endpoint): a frozen value, read and
+ * never written. The contract between the supervisor and the
  * programs that report on it, so that neither imports the other.
  */
 
@@ -70,69 +70,4 @@ export interface SupervisorSettings {
 /** Where a snapshot comes from. */
 export interface SnapshotSource {
   snapshot(): Snapshot;
-}
-
-/**
- * The latest snapshot in shared memory, for an observer on another thread (the health
- * endpoint's worker): the supervisor writes it after every change, the observer reads it on
- * every request, and neither waits for the other. A sequence number makes a read that raced a
- * write try again (a seqlock); the text is the snapshot's JSON.
- */
-export class SnapshotBoard {
-  static readonly BYTES = 64 * 1024;
-  readonly #header: Int32Array;
-  readonly #beat: BigInt64Array;
-  readonly #data: Uint8Array;
-  readonly #encoder = new TextEncoder();
-  readonly #decoder = new TextDecoder();
-  #last: Snapshot | null = null;
-
-  constructor(buffer: SharedArrayBuffer = new SharedArrayBuffer(SnapshotBoard.BYTES)) {
-    this.#header = new Int32Array(buffer, 0, 2); // [sequence, length]
-    this.#beat = new BigInt64Array(buffer, 8, 1); // the writer's last heartbeat, on its clock
-    this.#data = new Uint8Array(buffer, 16);
-  }
-
-  /** The shared memory, to hand to the other thread. */
-  get buffer(): SharedArrayBuffer {
-    return this.#header.buffer as SharedArrayBuffer;
-  }
-
-  /** Publishes a snapshot (one writer). */
-  write(snapshot: Snapshot): void {
-    const bytes = this.#encoder.encode(JSON.stringify(snapshot));
-    if (bytes.length > this.#data.length) return; // cannot happen: a snapshot is a few hundred bytes
-    Atomics.add(this.#header, 0, 1); // odd: a write is under way
-    this.#data.set(bytes);
-    Atomics.store(this.#header, 1, bytes.length);
-    Atomics.add(this.#header, 0, 1); // even: done
-  }
-
-  /**
-   * Records that the writer's event loop turned just now: `nowMs` on the writer's monotonic
-   * clock (`performance.now()`), which no step of the wall clock moves.
-   */
-  beat(nowMs: number): void {
-    Atomics.store(this.#beat, 0, BigInt(Math.round(nowMs)));
-  }
-
-  /** When the writer's event loop last turned, on the writer's clock (0 before the first beat). */
-  lastBeatMs(): number {
-    return Number(Atomics.load(this.#beat, 0));
-  }
-
-  /** The latest snapshot, or null before the first write. */
-  read(): Snapshot | null {
-    for (let attempt = 0; attempt < 1000; attempt++) {
-      const before = Atomics.load(this.#header, 0);
-      if (before === 0) return null;
-      if (before % 2 === 1) continue;
-      const length = Atomics.load(this.#header, 1);
-      const copy = this.#data.slice(0, length);
-      if (Atomics.load(this.#header, 0) !== before) continue;
-      this.#last = JSON.parse(this.#decoder.decode(copy)) as Snapshot;
-      return this.#last;
-    }
-    return this.#last; // a writer far faster than this reader: the previous picture will do
-  }
 }

@@ -1,28 +1,21 @@
 /**
  * The health endpoint: /healthz (/livez), /readyz, /status and /metrics over the supervisor's
- * snapshot. It reads and never writes; it is imported only when `--health` is given.
+ * snapshot, taken at each request. It reads and never writes; it is imported only when
+ * `--health` is given. It runs on the supervisor's own thread: an answer says that thread turns
+ * (what /healthz means), and the server bounds what any client can cost it (server.ts).
  */
 
 import type { ListenAddress } from "../common/address.ts";
 import { formatReadyCheck } from "../common/ready.ts";
-import {
-  type Snapshot,
-  SnapshotBoard,
-  type SnapshotSource,
-  type SupervisorSettings,
-} from "../common/snapshot.ts";
+import type { Snapshot, SnapshotSource, SupervisorSettings } from "../common/snapshot.ts";
 import { VERSION } from "../common/version.ts";
-import { HEALTH_WORKER_NAME, helperError, startHelper } from "../common/workers.ts";
-import type { ProcessStats } from "./proc_stats.ts";
-import type { ReadyView } from "./readiness.ts";
-import type { HttpRequest, HttpResponse } from "./server.ts";
-import type { FromHealthWorker, ToHealthWorker } from "./worker.ts";
+import { type ProcessStats, ProcessStatsCache } from "./proc_stats.ts";
+import type { Readiness, ReadyView } from "./readiness.ts";
+import { type HttpRequest, type HttpResponse, HttpServer } from "./server.ts";
 
-/** What the routes read: the supervisor's snapshot, its start time, and its heartbeat. */
+/** What the routes read: the supervisor's snapshot, its start time, and this process. */
 export interface HealthSource extends SnapshotSource {
   readonly supervisorStartedAtMs: number;
-  /** How long ago the supervisor's event loop last turned (ms, on a monotonic clock). */
-  sinceBeatMs(): number;
   /** This process's figures for the `process_*` metrics. */
   processStats(): ProcessStats;
   /** The settings /status shows. */
@@ -35,10 +28,6 @@ const METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
 // Constant answers are frozen objects, shared by every request.
 const OK: HttpResponse = Object.freeze({ status: 200, body: "ok\n" });
-const STALLED: HttpResponse = Object.freeze({
-  status: 503,
-  body: "the supervisor's event loop has not turned for 5 s\n",
-});
 const NOT_FOUND: HttpResponse = Object.freeze({ status: 404, body: "not found\n" });
 const NOT_ALLOWED: HttpResponse = Object.freeze({
   status: 405,
@@ -261,60 +250,63 @@ export function route(source: HealthSource, request: HttpRequest): HttpResponse 
     case "/metrics":
       return { status: 200, contentType: METRICS_TYPE, body: metricsText(source) };
     default:
-      // Liveness: the supervisor's own event loop turned within the last few heartbeats.
-      return source.sinceBeatMs() > 5 * HEARTBEAT_MS ? STALLED : OK;
+      // Liveness: answering at all says the supervisor's thread turns.
+      return OK;
   }
 }
 
-/** The health endpoint as the supervisor holds it: publish snapshots, close at exit. */
+/** The health endpoint as the supervisor holds it: closed at exit. */
 export interface HealthHandle {
-  publish(snapshot: Snapshot): void;
   close(): void;
   /** `--ready-when notify`: the socket's name, for the child's NOTIFY_SOCKET. */
   readonly notifySocket: string | null;
 }
 
-/** How often the supervisor's event loop shows it turns; /healthz fails after 5 of them. */
-export const HEARTBEAT_MS = 1000;
+/**
+ * Binds; "::" (every address) falls back to "0.0.0.0" on a host without IPv6, where binding
+ * "::" fails for want of the address family, not because the port is taken.
+ */
+function listen(address: ListenAddress, handler: ConstructorParameters<typeof HttpServer>[1]) {
+  try {
+    return new HttpServer(address, handler);
+  } catch (err: unknown) {
+    if (address.hostname !== "::" || err instanceof Deno.errors.AddrInUse) throw err;
+    return new HttpServer({ hostname: "0.0.0.0", port: address.port }, handler);
+  }
+}
 
 /**
- * Starts the endpoint on its own thread (worker.ts), so that nothing a client sends can delay
- * a signal or a reap on the supervisor's thread: it answers from the latest snapshot in shared
- * memory. Resolves once it listens; rejects with the bind error (a taken or invalid address).
+ * Starts the endpoint, answering from `supervisor`'s snapshot. Resolves once it listens (and,
+ * with --ready-when, its check is set up); rejects with the bind error (a taken or invalid
+ * address).
  */
 export async function startHealth(
   address: ListenAddress,
-  supervisorStartedAtMs: number,
-  settings: SupervisorSettings,
+  supervisor: SnapshotSource,
+  options: { supervisorStartedAtMs: number; settings: SupervisorSettings },
 ): Promise<HealthHandle> {
-  const board = new SnapshotBoard();
-  board.beat(performance.now());
-  // Built when the thread is ready for it: sentAtMs is the main thread's clock at the send.
-  const start = (): ToHealthWorker => ({
-    type: "start",
-    address,
-    board: board.buffer,
-    supervisorStartedAtMs,
-    settings,
-    sentAtMs: performance.now(),
-  });
-  const { worker, answer: reply } = await startHelper<ToHealthWorker, FromHealthWorker>(
-    HEALTH_WORKER_NAME,
-    start,
-  );
-  if (reply.type !== "listening") {
-    worker.terminate();
-    throw reply.type === "failed" ? helperError(reply) : new Error("no answer");
+  const stats = new ProcessStatsCache();
+  let ready: Readiness | null = null;
+  const source: HealthSource = {
+    snapshot: () => supervisor.snapshot(),
+    supervisorStartedAtMs: options.supervisorStartedAtMs,
+    processStats: () => stats.get(),
+    settings: options.settings,
+    readiness: () => ready?.view() ?? null,
+  };
+  const server = listen(address, (request) => route(source, request));
+  if (options.settings.readyWhen !== null) {
+    try {
+      // Loaded only for --ready-when; notify binds its socket here, before the child starts.
+      const { Readiness } = await import("./readiness.ts");
+      ready = await Readiness.start(options.settings.readyWhen, () => supervisor.snapshot().pid);
+    } catch (err: unknown) {
+      server.close();
+      throw err;
+    }
   }
-  // The heartbeat proves the supervisor's own loop turns (what /healthz means). Monotonic: a
-  // step of the wall clock (NTP, a VM's resume) neither fails /healthz nor hides a stall.
-  const heartbeat = setInterval(() => board.beat(performance.now()), HEARTBEAT_MS);
   return {
-    notifySocket: reply.notifySocket,
-    publish: (snapshot) => board.write(snapshot),
-    close: () => {
-      clearInterval(heartbeat);
-      worker.terminate();
-    },
+    notifySocket: ready?.notifySocket ?? null,
+    close: () => server.close(),
   };
 }

@@ -9,7 +9,7 @@ import { formatAddress } from "../common/address.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
-import type { Snapshot, SupervisorSettings } from "../common/snapshot.ts";
+import type { SnapshotSource, SupervisorSettings } from "../common/snapshot.ts";
 import { type Launch, restoreEnvironment, takeBackStderr } from "../sys/launch.ts";
 import { blockedSignals, SignalReader } from "../sys/signals.ts";
 import { READ_SIGNALS } from "./signals.ts";
@@ -20,19 +20,21 @@ import type { FaultPoint, Supervisor } from "./supervisor.ts";
 import type { JobHost } from "./jobs.ts";
 import type { RunAs } from "./user.ts";
 
-/** An observer started before the child: it gets every snapshot, and is closed at exit. */
+/** The health endpoint, started before the child, closed at exit. */
 export interface Attachment {
-  publish(snapshot: Snapshot): void;
   close(): void;
   /** `--ready-when notify`: the socket's name for the child's NOTIFY_SOCKET. */
   readonly notifySocket: string | null;
 }
 
-/** Starts the health endpoint on an address; rejects with the bind error. */
+/**
+ * Starts the health endpoint on an address, answering from the supervisor's snapshot as it is
+ * at each request; rejects with the bind error.
+ */
 export type HealthStarter = (
   address: ListenAddress,
-  supervisorStartedAtMs: number,
-  settings: SupervisorSettings,
+  source: SnapshotSource,
+  options: { supervisorStartedAtMs: number; settings: SupervisorSettings },
 ) => Promise<Attachment>;
 
 /** What the entry module provides. */
@@ -117,29 +119,38 @@ export async function superviseMain(
   if (restored.length > 0) {
     log.debug("put back what the launcher kept from the runtime", { names: restored.join(",") });
   }
-  let supervisorModule;
   try {
-    // Loaded after parsing, so that --help and usage errors never need the C library.
-    supervisorModule = await import("./supervisor.ts");
-  } catch (err: unknown) {
-    log.error(describe(err));
-    return ExitCode.INTERNAL;
+    return await run(config, log, context, { runAs, fileSoftLimit: launch.fileSoftLimit, launch });
+  } finally {
+    // Lines wait while stderr is full: a moment for them, never a wait on a reader.
+    await log.flush(LOG_FLUSH_MS);
   }
+}
+
+/** How long denit's exit waits for log lines that stderr has not taken yet. */
+const LOG_FLUSH_MS = 100;
+
+/** The supervisor and what runs beside it (the health endpoint, the job service), then the run. */
+async function run(
+  config: Config,
+  log: Logger,
+  context: SuperviseContext,
+  options: { runAs: RunAs | null; fileSoftLimit: number; launch: Launch },
+): Promise<number> {
+  const { Supervisor } = await import("./supervisor.ts");
+  const supervisor = new Supervisor(config, log, new SignalReader(READ_SIGNALS), {
+    containerFileLimit: options.fileSoftLimit,
+    ...(context.trap === undefined ? {} : { trap: context.trap }),
+  });
   let health: Attachment | null;
   try {
     // Bound before the child starts: a taken address must fail before anything runs.
-    health = await startHealth(config, log, context);
+    health = await startHealth(config, log, context, supervisor);
   } catch (err: unknown) {
     const address = config.health === null ? "" : formatAddress(config.health);
     log.error(`Cannot serve health on "${address}": ${describe(err)}`);
     return ExitCode.INTERNAL;
   }
-  const publish = health === null ? null : (snapshot: Snapshot) => health?.publish(snapshot);
-  const supervisor = new supervisorModule.Supervisor(config, log, new SignalReader(READ_SIGNALS), {
-    publish,
-    containerFileLimit: launch.fileSoftLimit,
-    ...(context.trap === undefined ? {} : { trap: context.trap }),
-  });
   let jobs: JobHost | null = null;
   try {
     // Listening before the child starts, as the health endpoint: a bad path fails first.
@@ -151,7 +162,7 @@ export async function superviseMain(
     return ExitCode.INTERNAL;
   }
   try {
-    return await supervise(config, supervisor, log, runAs, launch);
+    return await supervise(config, supervisor, log, options.runAs, options.launch);
   } finally {
     jobs?.close();
     health?.close();
@@ -193,18 +204,22 @@ async function startHealth(
   config: Config,
   log: Logger,
   context: SuperviseContext,
+  supervisor: Supervisor,
 ): Promise<Attachment | null> {
   if (config.health === null) return null;
   const start = await context.loadHealth();
-  const server = await start(config.health, Date.now() - performance.now(), {
-    graceMs: config.graceMs,
-    killAfterMs: config.killAfterMs,
-    shutdownDelayMs: config.shutdownDelayMs,
-    timeoutMs: config.timeoutMs,
-    user: config.user,
-    readyWhen: config.readyWhen,
-    waitDescendants: config.waitDescendants,
-    stopSignal: config.stopSignal === null ? null : signalName(config.stopSignal),
+  const server = await start(config.health, supervisor, {
+    supervisorStartedAtMs: Date.now() - performance.now(),
+    settings: {
+      graceMs: config.graceMs,
+      killAfterMs: config.killAfterMs,
+      shutdownDelayMs: config.shutdownDelayMs,
+      timeoutMs: config.timeoutMs,
+      user: config.user,
+      readyWhen: config.readyWhen,
+      waitDescendants: config.waitDescendants,
+      stopSignal: config.stopSignal === null ? null : signalName(config.stopSignal),
+    },
   });
   log.info("health endpoint listening", { address: formatAddress(config.health) });
   // The child speaks sd_notify to this socket (an abstract name: no file, any user).

@@ -121,12 +121,10 @@ const TIMER_EVENTS = {
  * The places where work runs after the child started: a throw in any of them is logged and
  * denit goes on (only the child's end ends denit).
  */
-export type FaultPoint = "signal" | "timer" | "publish" | "reap" | "zombie-scan";
+export type FaultPoint = "signal" | "timer" | "reap" | "zombie-scan";
 
 /** What the supervisor is handed besides its configuration. */
 export interface SupervisorOptions {
-  /** The health endpoint's view, told of every change (absent: nobody looks). */
-  readonly publish?: ((snapshot: Snapshot) => void) | null;
   /**
    * Called as each FaultPoint's work starts; a test's fixture throws from it to prove that
    * nothing after the spawn can end denit. denit itself passes none.
@@ -148,8 +146,6 @@ export class Supervisor {
   readonly #log: Logger;
   /** Every signal denit gets, SIGCHLD included: read, never caught (sys/signals.ts). */
   readonly #signals: SignalReader;
-  /** The health endpoint's view, told of every change (null: nobody looks). */
-  readonly #publish: ((snapshot: Snapshot) => void) | null;
   readonly #trap: ((point: FaultPoint) => void) | null;
   readonly #containerFileLimit: number;
   readonly #done = Promise.withResolvers<number>();
@@ -212,12 +208,9 @@ export class Supervisor {
     this.#config = config;
     this.#log = log;
     this.#signals = signals;
-    const publish = options.publish ?? null;
-    this.#publish = publish;
     this.#trap = options.trap ?? null;
     this.#containerFileLimit = options.containerFileLimit;
     this.#reapedLog = config.warnReaped ? new ReapedLog(log) : null;
-    publish?.(this.snapshot());
     this.#policy = {
       rewrite: config.rewrite,
       graceMs: config.graceMs,
@@ -339,7 +332,7 @@ export class Supervisor {
   }
 
   /**
-   * Runs work that an event started once the child runs (a signal, a timer, a publish): a throw
+   * Runs work that an event started once the child runs (a signal, a timer): a throw
    * is one error line, and denit goes on reaping and forwarding (catatonit's "no longer allowed
    * to bail()"). The loops catch per round; anything else is caught by superviseMain's
    * process-wide listeners.
@@ -351,11 +344,6 @@ export class Supervisor {
     } catch (err: unknown) {
       this.#log.error(`${point} failed; denit goes on`, { error: describeError(err) });
     }
-  }
-
-  /** Tells the health endpoint (when there is one) of a change. */
-  #share(): void {
-    if (this.#publish !== null) this.#guard("publish", () => this.#publish?.(this.snapshot()));
   }
 
   /** Resolves with denit's exit code once the child and its leftovers are gone. */
@@ -479,7 +467,6 @@ export class Supervisor {
     this.#zombies = report;
     this.#zombiesCheckedAtMs = Date.now();
     if (this.#state.name === "running" || this.#state.name === "stopping") this.#refreshOomCount();
-    this.#share();
     const now = performance.now();
     if (report.total === 0 || now - this.#zombieWarnedAtMs < ZOMBIE_WARN_EVERY_MS) return;
     this.#zombieWarnedAtMs = now;
@@ -525,9 +512,6 @@ export class Supervisor {
 
   #afterRound(round: ReapRound): void {
     this.#reaped += round.reaped;
-    if (round.reaped > 0 && round.child === null && this.#state.name !== "exited") {
-      this.#share(); // orphans reaped: the count changed, no event did
-    }
     if (round.reaped > 0 && this.#log.enabled("debug")) {
       this.#log.debug("reaped", { count: round.reaped, child: round.child !== null });
     }
@@ -655,7 +639,6 @@ export class Supervisor {
         this.#log.error(`cannot ${effect.type}`, { error: describeError(err) });
       }
     }
-    this.#share();
   }
 
   #perform(effect: Effect): void {
