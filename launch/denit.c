@@ -39,6 +39,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "launch.h"
@@ -111,9 +112,27 @@ static int listed(int signo, const int *list, size_t count) {
 }
 
 /* The blocked set, dispositions set as the comment above says. */
+/*
+ * Signals 32 and 33 belong to the C library, whose sigaction(2) refuses them; the runtime's
+ * copy handles 33 but not 32, whose default ends the process. Ignored with the system call.
+ */
+static int ignore_reserved(void) {
+  struct {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    unsigned long mask;
+  } ignore = {SIG_IGN, 0, NULL, 0};
+  for (int signo = 32; signo < SIGRTMIN; signo++) {
+    if (syscall(SYS_rt_sigaction, signo, &ignore, NULL, sizeof ignore.mask) != 0) return -1;
+  }
+  return 0;
+}
+
 static int take_signals(int supervise) {
   sigset_t set;
   sigemptyset(&set);
+  if (ignore_reserved() != 0) return -1;
   if (!supervise) {
     sigaddset(&set, SIGUSR1);
     return sigprocmask(SIG_BLOCK, &set, NULL);

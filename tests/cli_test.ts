@@ -1,6 +1,7 @@
 /** Units: command line and environment parsing. */
 
-import { assertEquals, assertThrows } from "./assert.ts";
+import { assertEquals, assertMatch, assertThrows } from "./assert.ts";
+import { DENIT, run } from "./helpers.ts";
 import { type Config, DEFAULT_KILL_AFTER_MS, parseInvocation } from "../src/supervise/cli.ts";
 import { parseListenAddress } from "../src/common/address.ts";
 import { parseDuration } from "../src/common/duration.ts";
@@ -185,6 +186,18 @@ Deno.test("durations", () => {
   assertThrows(() => parseDuration("10 minutes"), RangeError, /use a number with ms, s, m or h/);
   assertThrows(() => parseDuration("25h"), RangeError, /at most 24h/);
   assertThrows(() => parseDuration("1441m"), RangeError, /at most 24h/);
+  assertEquals(parseDuration("1ms"), 1);
+  for (const below of ["0.4ms", "0.0001s", "0.9ms"]) {
+    assertThrows(() => parseDuration(below), RangeError, /the shortest is 1ms/);
+  }
+});
+
+Deno.test("a duration below a millisecond is refused (exit 2), not read as 0", async () => {
+  for (const option of ["--timeout", "--grace"]) {
+    const result = await run([...DENIT, "-s", option, "0.4ms", "--", "true"]);
+    assertEquals(result.code, 2);
+    assertMatch(result.stderr, /^denit: Invalid duration "0\.4ms": the shortest is 1ms \(from --/);
+  }
 });
 
 Deno.test("listen addresses: host:port, :port, [v6]:port", () => {

@@ -478,6 +478,25 @@ Deno.test("jobs: denit job run -f, follow, logs, cancel and list; clear errors",
       /\none\tfailed\t3\t\d+\t\S+Z\t\S+Z\tsh -c echo out; echo err >&2; exit 3\n/,
     );
     assertMatch(list.stdout, /\ntwo\tcancelled\tSIGTERM\t/);
+    // Control characters in a command cannot reach the terminal of whoever lists the jobs.
+    const escaped = await job("run", "--id", "esc", "-f", "--", "true", "\x1b]0;x\x07", "a\\b\nc");
+    assertEquals(escaped.code, 0, escaped.stderr);
+    assertMatch(
+      (await job("list")).stdout,
+      /\nesc\tsucceeded\t0\t.*\ttrue \\x1b\]0;x\\x07 a\\\\b\\nc\n/,
+    );
+    // Arguments travel as UTF-8: one that is not is refused, not altered.
+    const bytes = await run([
+      "sh",
+      "-c",
+      `exec "$0" job --socket "$1" run -- printf '%s' "$(printf 'a\\377')"`,
+      ...DENIT,
+      s.socket,
+    ]);
+    assertEquals([bytes.code, bytes.stderr], [
+      2,
+      'denit job: "a\\xff" is not UTF-8, which a job\'s arguments and values must be\n',
+    ]);
     const unknown = await job("logs", "nope");
     assertEquals(unknown.code, 1);
     assertEquals(unknown.stderr, 'denit job: NOT_FOUND: no job "nope"\n');

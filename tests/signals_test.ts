@@ -12,7 +12,9 @@ import {
   killPid,
   MODES,
   processState,
+  run,
   Running,
+  staticFixture,
 } from "./helpers.ts";
 import { SIGNAL_TABLE } from "../src/supervise/signals.ts";
 
@@ -38,6 +40,31 @@ for (const mode of MODES) {
       assertEquals(status.stderr, "");
     } finally {
       await proc.stop();
+    }
+  });
+
+  Deno.test(`${mode}: signals 32 and 33 (the C library's own) neither end denit nor reach the child`, async () => {
+    const argv = denitArgv(mode, ["--", ...ECHO]);
+    const proc = new Running([staticFixture("reserved_default"), ...argv]);
+    let echo = 0;
+    try {
+      const ready = proc.lines[await proc.waitFor(/^ready /)] ?? "";
+      echo = hostPid(proc.child.pid, Number(ready.split(" ")[1]));
+      const pid = denitPid(proc, mode);
+      for (const signo of [32, 33]) {
+        const kill = await run(["kill", `-${signo}`, String(pid)]);
+        assertEquals(kill.code, 0, kill.stderr);
+      }
+      // The echo child's default for 32 and 33 is to end: a later signal shows it lives on.
+      killPid(pid, "SIGUSR1");
+      await proc.waitFor(/^SIGUSR1$/);
+      killPid(pid, "SIGTERM");
+      const status = await proc.status();
+      assertEquals([status.code, status.stderr], [0, ""]);
+      assertEquals(proc.lines.filter((line) => !/^(ready |SIGUSR1$|SIGTERM$)/.test(line)), []);
+    } finally {
+      await proc.stop();
+      cleanup(echo > 0 ? [echo] : []);
     }
   });
 

@@ -13,7 +13,11 @@ export function parseDuration(text: string): number {
       `Invalid duration "${text}": use a number with ms, s, m or h, like "10s" (a bare number is seconds)`,
     );
   }
-  const ms = Math.round(Number(match[1]) * (UNITS[match[2] ?? "s"] ?? 1000));
+  const exact = Number(match[1]) * (UNITS[match[2] ?? "s"] ?? 1000);
+  if (exact > 0 && exact < 1) {
+    throw new RangeError(`Invalid duration "${text}": the shortest is 1ms`);
+  }
+  const ms = Math.round(exact);
   if (ms > MAX_DURATION_MS) throw new RangeError(`Invalid duration "${text}": at most 24h`);
   return ms;
 }

@@ -122,6 +122,21 @@ function describeJob(job: JobMessage): string {
   return `${job.id} ${job.status.toLowerCase()} pid=${job.pid}${end}`;
 }
 
+/** Text for a terminal: control characters as escapes (\n, \t, \x1b), backslashes doubled. */
+function printable(text: string): string {
+  let out = "";
+  for (const c of text) {
+    const code = c.charCodeAt(0);
+    if (c === "\\") out += "\\\\";
+    else if (c === "\n") out += "\\n";
+    else if (c === "\t") out += "\\t";
+    else if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) {
+      out += `\\x${code.toString(16).padStart(2, "0")}`;
+    } else out += c;
+  }
+  return out;
+}
+
 function time(ms: number): string {
   return ms === 0 ? "-" : new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
 }
@@ -348,7 +363,7 @@ async function perform(
           job.pid,
           time(job.startedAtMs),
           time(job.finishedAtMs),
-          job.argv.join(" "),
+          job.argv.map(printable).join(" "),
         ];
         printOut(line.join("\t"));
       }
