@@ -1,18 +1,19 @@
 /*
- * `denit job keep DIR SEQ CAP [--cwd DIR] [--env NAME=VALUE]... -- ARGV...`: the keeper of one
- * job, started by the job service (src/jobs/service.ts), in C so that it costs almost nothing
- * and needs no runtime. It leaves the service at once (a process of its own, which the service's
- * death does not touch: denit, PID 1 or subreaper, adopts it) and is the job's parent for the
- * job's whole life. It starts ARGV in a process group of its own (every signal at its default,
+ * `denit job keep DIR SEQ CAP [--cwd DIR] [--oom-count FILE] [--env NAME=VALUE]... -- ARGV...`:
+ * the keeper of one job, started by the job service (src/jobs/service.ts), in C so that it costs
+ * almost nothing and needs no runtime. It leaves the service at once (a process of its own,
+ * which the service's death does not touch: denit, PID 1 or subreaper, adopts it) and is the
+ * job's parent for the job's whole life. It starts ARGV in a process group of its own (every signal at its default,
  * none blocked, stdin from /dev/null), moves its stdout and stderr from pipes into DIR/SEQ.out and
  * DIR/SEQ.err (both together at most CAP bytes; what comes beyond is read and dropped), reaps
  * it, and records what happened in DIR/SEQ.state, a file replaced whole at each change:
  *
- *   pid=P keeper=K exit=C signal=S finished=MS truncated=0|1 lost=B ended=0|1
+ *   pid=P keeper=K exit=C signal=S finished=MS truncated=0|1 lost=B ended=0|1 oom=0|1
  *
  * (exit -1 while it runs; signal 0 unless a signal ended it; finished: when it ended, in
  * milliseconds since the epoch, 0 before; lost: bytes that could not be stored, a full or
- * read-only disk; ended: the output ended, every writer of the pipes gone). It prints "pid P"
+ * read-only disk; ended: the output ended, every writer of the pipes gone; oom: a SIGKILL ended
+ * it while the `oom_kill` count in FILE, the memory cgroup's, rose). It prints "pid P"
  * on its stdout once the job runs, then closes it. It stays while any process of the job's group
  * is left. SIGUSR1 is a Cancel: it reads the grace (ms) from DIR/SEQ.cancel, sends SIGTERM to
  * the group, and SIGKILL once the grace is over (again, until the group is gone: a fork bomb
@@ -41,11 +42,28 @@
 
 struct state {
   pid_t pid, keeper;
-  int exit_code, signal, truncated, ended;
+  int exit_code, signal, truncated, ended, oom;
   long long lost, finished;
 };
 
 static char dir[4096], seq[32];
+static const char *oom_count_file;
+
+/* The memory cgroup's `oom_kill` count (v1 memory.oom_control, v2 memory.events); -1 if none. */
+static long long oom_kills(void) {
+  char text[4096];
+  int fd = oom_count_file == NULL ? -1 : open(oom_count_file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  for (char *line = text; line != NULL; line = strchr(line, '\n')) {
+    if (*line == '\n') line++;
+    if (strncmp(line, "oom_kill ", 9) == 0) return atoll(line + 9);
+  }
+  return -1;
+}
 
 static long long now_ms(clockid_t clock) {
   struct timespec now;
@@ -64,9 +82,9 @@ static int save(const struct state *s) {
   char line[200], from[4200], to[4200];
   int n = snprintf(line, sizeof line,
                    "pid=%d keeper=%d exit=%d signal=%d finished=%lld truncated=%d lost=%lld "
-                   "ended=%d\n",
+                   "ended=%d oom=%d\n",
                    (int)s->pid, (int)s->keeper, s->exit_code, s->signal, s->finished,
-                   s->truncated, s->lost, s->ended);
+                   s->truncated, s->lost, s->ended, s->oom);
   int fd = open_spool("state.new", O_WRONLY | O_CREAT | O_TRUNC);
   if (fd < 0) return -1;
   int ok = write_all(fd, line, (size_t)n) == 0;
@@ -152,6 +170,7 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
   sigaddset(&wanted, SIGUSR1);
   sigprocmask(SIG_BLOCK, &wanted, NULL);
   int sfd = signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK);
+  long long oom_before = oom_kills();
   struct state s = {.pid = fork(), .keeper = getpid(), .exit_code = -1};
   if (s.pid < 0) return 125;
   if (s.pid == 0) start(argv, env, cwd, out[1], err[1]);
@@ -201,6 +220,7 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
       reaped = 1;
       s.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
       s.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      s.oom = s.signal == SIGKILL && oom_before >= 0 && oom_kills() > oom_before;
       s.finished = now_ms(CLOCK_REALTIME);
       saved = 0;
     }
@@ -215,7 +235,8 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
 
 int keep_main(int argc, char **argv) {
   if (argc < 6) {
-    fprintf(stderr, "denit job keep: DIR SEQ CAP [--cwd DIR] [--env NAME=VALUE]... -- ARGV...\n");
+    fprintf(stderr, "denit job keep: DIR SEQ CAP [--cwd DIR] [--oom-count FILE] "
+                    "[--env NAME=VALUE]... -- ARGV...\n");
     return 2;
   }
   snprintf(dir, sizeof dir, "%s", argv[1]);
@@ -227,6 +248,7 @@ int keep_main(int argc, char **argv) {
   for (; at < argc && strcmp(argv[at], "--") != 0; at += 2) {
     if (at + 1 >= argc || env == NULL) return 2;
     if (strcmp(argv[at], "--cwd") == 0) cwd = argv[at + 1];
+    else if (strcmp(argv[at], "--oom-count") == 0) oom_count_file = argv[at + 1];
     else if (strcmp(argv[at], "--env") == 0) env[envs++] = argv[at + 1];
     else return 2;
   }

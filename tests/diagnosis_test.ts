@@ -16,6 +16,7 @@ import {
   freePort,
   inCgroup,
   jobsOptions,
+  MEMORY_V1,
   MODES,
   PIDNS,
   processState,
@@ -103,20 +104,6 @@ for (const mode of MODES) {
     assertEquals(causeLines(quiet.stderr), [], "a normal exit is a debug line only");
   });
 }
-
-/** The memory cgroup v1 directory of this process, or null (with the reason printed). */
-const MEMORY_V1 = (() => {
-  try {
-    const line = Deno.readTextFileSync("/proc/self/cgroup").split("\n").find((l) =>
-      /^\d+:memory:/.test(l)
-    );
-    if (line === undefined || Deno.uid() !== 0) return null;
-    const dir = `/sys/fs/cgroup/memory${line.split(":")[2]}`.replace(/\/$/, "");
-    return Deno.statSync(`${dir}/memory.oom_control`).isFile ? dir : null;
-  } catch {
-    return null;
-  }
-})();
 
 Deno.test({
   name: "exit cause: a real OOM kill in a cgroup v1 memory limit, named with the limit",

@@ -333,6 +333,20 @@ export function jobsOptions(dir: string): string[] {
   return ["--jobs-socket", `${dir}/jobs.sock`, "--jobs-spool", `${dir}/spool`];
 }
 
+/** The memory cgroup v1 directory of this process, or null (not mounted, or not root). */
+export const MEMORY_V1 = (() => {
+  try {
+    const line = Deno.readTextFileSync("/proc/self/cgroup").split("\n").find((l) =>
+      /^\d+:memory:/.test(l)
+    );
+    if (line === undefined || Deno.uid() !== 0) return null;
+    const dir = `/sys/fs/cgroup/memory${line.split(":")[2]}`.replace(/\/$/, "");
+    return Deno.statSync(`${dir}/memory.oom_control`).isFile ? dir : null;
+  } catch {
+    return null;
+  }
+})();
+
 /** argv that moves itself into `cgroup` (cgroup.procs) and then runs what follows it. */
 export function inCgroup(cgroup: string): string[] {
   return ["sh", "-c", `echo $$ > ${cgroup}/cgroup.procs && exec "$@"`, "enter-cgroup"];

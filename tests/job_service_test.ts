@@ -7,19 +7,22 @@
 import * as grpc from "@grpc/grpc-js";
 import { SILENT_CONNECTION_MS } from "../src/jobs/serve.ts";
 import { readRecords } from "../src/jobs/store.ts";
-import { assertEquals, assertMatch, assertOk } from "./assert.ts";
+import { assertEquals, assertMatch, assertOk, defined } from "./assert.ts";
 import {
   cleanup,
   DENIT,
   DENO,
   exists,
+  inCgroup,
   jobsOptions,
   listeningSocketsOf,
+  MEMORY_V1,
   MODES,
   processState,
   ROOT,
   run,
   Running,
+  staticFixture,
   statusValue,
   waitUntil,
   WallClock,
@@ -432,6 +435,27 @@ Deno.test("job service: connections that send nothing or one byte are closed aft
     await call((cb) => fresh.List({}, cb)); // a new client is let in
     fresh.close();
   } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("job service: denit job says it waits for a service that does not answer, and gives up after --wait (125)", async () => {
+  const s = await new Service("subreaper").ready();
+  const service = servicePidOf(s.pid);
+  try {
+    Deno.kill(service, "SIGSTOP"); // a service that cannot answer: stopped, its socket open
+    const started = performance.now();
+    const result = await run([...DENIT, "job", "--socket", s.socket, "--wait", "3s", "list"]);
+    const tookMs = performance.now() - started;
+    assertEquals([result.code, result.stdout], [125, ""]);
+    assertEquals(result.stderr.split("\n"), [
+      `denit job: no answer yet from the job service at ${s.socket}; waiting up to 3s (--wait)`,
+      `denit job: the job service at ${s.socket} did not answer within 3s`,
+      "",
+    ]);
+    assertOk(tookMs >= 3000 && tookMs < 10_000, `gave up after ${tookMs.toFixed(0)} ms`);
+  } finally {
+    Deno.kill(service, "SIGCONT");
     await s.stop();
   }
 });
@@ -960,6 +984,45 @@ Deno.test({
       assertOk(took < 2300, `Cancel took ${took.toFixed(0)} ms`);
       assertEquals(current(), 0);
       await call((cb) => c.List({}, cb));
+    } finally {
+      await s.stop();
+      await waitUntil(() => {
+        try {
+          Deno.removeSync(cgroup);
+          return true;
+        } catch {
+          return false; // its last processes are still leaving
+        }
+      }, "the cgroup removed");
+    }
+  },
+});
+
+Deno.test({
+  name: "job service: a job the OOM killer ends says cause=oom, and the service lives on",
+  ignore: MEMORY_V1 === null, // needs a v1 memory cgroup of its own (and root)
+  fn: async () => {
+    // denit, its service and the jobs' keepers in a memory cgroup of 256 MiB; the job
+    // allocates until the kernel's OOM killer ends it (its keeper makes it the first pick).
+    const cgroup = `${MEMORY_V1}/denit-job-oom-${crypto.randomUUID().slice(0, 8)}`;
+    await Deno.mkdir(cgroup);
+    await Deno.writeTextFile(`${cgroup}/memory.limit_in_bytes`, String(256 * 1024 * 1024));
+    await Deno.writeTextFile(`${cgroup}/memory.swappiness`, "0").catch(() => {});
+    const s = await new Service("subreaper", [], [], inCgroup(cgroup)).ready();
+    try {
+      const job = (...args: string[]) => run([...DENIT, "job", "--socket", s.socket, ...args]);
+      const ran = await job("run", "--id", "hog", "-f", "--", staticFixture("hog"));
+      assertEquals([ran.code, ran.stdout], [137, "allocating\n"], ran.stderr);
+      const follow = await job("follow", "hog");
+      assertEquals(follow.code, 137, follow.stderr);
+      assertMatch(follow.stdout, /^hog failed pid=\d+ signal=SIGKILL cause=oom\n$/);
+      // A job killed by a plain SIGKILL is not an OOM kill.
+      await job("run", "--id", "plain", "--", "sleep", "60");
+      const listed = await call<{ jobs: Job[] }>((cb) => s.client.List({ ids: ["plain"] }, cb));
+      Deno.kill(defined(listed.jobs[0], "the job").pid, "SIGKILL");
+      const killed = await job("follow", "plain");
+      assertMatch(killed.stdout, /^plain failed pid=\d+ signal=SIGKILL\n$/);
+      assertOk(exists(servicePidOf(s.pid)), "the service is gone");
     } finally {
       await s.stop();
       await waitUntil(() => {

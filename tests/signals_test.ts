@@ -221,3 +221,18 @@ Deno.test("SIGTTIN and SIGTTOU do not stop denit and are not forwarded", async (
     await proc.stop();
   }
 });
+
+Deno.test("a storm of forwarded signals never keeps denit from reaping its killed child: 500 runs, each ends within 100 ms of the storm", async () => {
+  // Each run: USR1, USR2, HUP, WINCH, URG and CONT to denit as fast as one sender can for
+  // 30 ms, the child SIGKILLed at a random moment within it (fixtures/storm.c).
+  const result = await run([staticFixture("storm"), "500", "30", ...DENIT, "-s", "--"], {
+    timeoutMs: 600_000,
+  });
+  assertEquals(result.code, 0, result.stderr);
+  const figures = JSON.parse(result.stdout);
+  assertEquals(
+    [figures.runs, figures.stalls, figures.not_137, figures.failed],
+    [500, 0, 0, 0],
+    result.stdout,
+  );
+});

@@ -6,7 +6,7 @@
 
 import * as grpc from "@grpc/grpc-js";
 import { type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
-import { parseDuration } from "../common/duration.ts";
+import { formatDuration, parseDuration } from "../common/duration.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { printErr, printOut } from "../common/log.ts";
@@ -15,8 +15,12 @@ import { DEFAULT_JOBS_SOCKET } from "../common/job_paths.ts";
 import { jobsDefinition } from "./proto.ts";
 import type { JobMessage, OutputMessage } from "./service.ts";
 
-/** How long `logs -f` and `follow` keep trying to reconnect before they give up. */
-const RECONNECT_FOR_MS = 60_000;
+/** How long a call waits for the service by default (`--wait`). */
+const DEFAULT_WAIT_MS = 30_000;
+/** After this long without an answer, denit job says that it waits. */
+const NOTICE_AFTER_MS = 2000;
+/** The service's grace for a Cancel that names none. */
+const DEFAULT_CANCEL_GRACE_MS = 10_000;
 
 const USAGE = "Usage: denit job run|follow|logs|cancel|list [--socket PATH] ...";
 
@@ -40,9 +44,12 @@ Talks to the job service of a denit started with --jobs-socket (gRPC on a Unix s
 
 Options:
       --socket PATH  the service's socket (default ${DEFAULT_JOBS_SOCKET})   DENIT_JOBS_SOCKET=PATH
+      --wait DURATION  how long to wait for the service to answer, or to come back
+                     when a stream breaks (default 30s); says so after 2s   DENIT_JOB_WAIT=DURATION
 
 Exit status: 0, or the job's own with -f/follow; 1 the service refused (unknown id,
-bad argument); 2 usage error; 125 the service cannot be reached.`;
+bad argument); 2 usage error; 125 the service cannot be reached, or did not answer
+within --wait.`;
 
 const OPTIONS: readonly OptionSpec[] = [
   { key: "socket", names: ["--socket"], kind: "value", env: "DENIT_JOBS_SOCKET" },
@@ -50,15 +57,25 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: "workdir", names: ["--workdir", "-w"], kind: "value" },
   { key: "env", names: ["--env", "-e"], kind: "value" },
   { key: "grace", names: ["--grace"], kind: "value" },
+  { key: "wait", names: ["--wait"], kind: "value", env: "DENIT_JOB_WAIT" },
   { key: "follow", names: ["-f", "--follow"], kind: "flag" },
   { key: "help", names: ["-h", "--help"], kind: "flag" },
 ];
 
 type JobsClient = grpc.Client & {
-  Run(request: object, callback: grpc.requestCallback<JobMessage>): grpc.ClientUnaryCall;
-  Cancel(request: object, callback: grpc.requestCallback<JobMessage>): grpc.ClientUnaryCall;
+  Run(
+    request: object,
+    options: grpc.CallOptions,
+    callback: grpc.requestCallback<JobMessage>,
+  ): grpc.ClientUnaryCall;
+  Cancel(
+    request: object,
+    options: grpc.CallOptions,
+    callback: grpc.requestCallback<JobMessage>,
+  ): grpc.ClientUnaryCall;
   List(
     request: object,
+    options: grpc.CallOptions,
     callback: grpc.requestCallback<{ jobs: JobMessage[]; nextAfterId: string }>,
   ): grpc.ClientUnaryCall;
   Follow(request: object): grpc.ClientReadableStream<JobMessage>;
@@ -81,21 +98,56 @@ function failure(err: grpc.ServiceError): CallFailed {
   );
 }
 
+/** Where the service is, how long to wait for it, and whether denit job said it waits. */
+interface Reach {
+  readonly socket: string;
+  readonly waitMs: number;
+  said: boolean;
+  /** One connection, made again after it broke (grpc-js reconnects a client by itself, too). */
+  client(): JobsClient;
+}
+
+/** Says once, on stderr, that denit job waits for the service. */
+function sayWaiting(reach: Reach, what: string): void {
+  if (reach.said) return;
+  reach.said = true;
+  printErr(`denit job: ${what}; waiting up to ${formatDuration(reach.waitMs)} (--wait)`);
+}
+
 function connect(socket: string): JobsClient {
   const Client = grpc.makeGenericClientConstructor(jobsDefinition(), "Jobs");
   return new Client(`unix:${socket}`, grpc.credentials.createInsecure()) as unknown as JobsClient;
 }
 
+/**
+ * One call, given up `reach.waitMs` (plus `workMs`, what the call itself may take) after it was
+ * made: the service may be starting, restarting, or stopped.
+ */
 function unary<T>(
-  call: (callback: grpc.requestCallback<T>) => grpc.ClientUnaryCall,
+  reach: Reach,
+  call: (options: grpc.CallOptions, callback: grpc.requestCallback<T>) => grpc.ClientUnaryCall,
+  workMs = 0,
 ): Promise<T> {
-  return new Promise((resolve, reject) => {
-    call((err, value) => {
-      if (err !== null) reject(failure(err));
+  const notice = setTimeout(
+    () => sayWaiting(reach, `no answer yet from the job service at ${reach.socket}`),
+    NOTICE_AFTER_MS,
+  );
+  return new Promise<T>((resolve, reject) => {
+    call({ deadline: Date.now() + reach.waitMs + workMs }, (err, value) => {
+      if (err?.code === grpc.status.DEADLINE_EXCEEDED) {
+        reject(
+          new CallFailed(
+            `the job service at ${reach.socket} did not answer within ${
+              formatDuration(reach.waitMs + workMs)
+            }`,
+            ExitCode.INTERNAL,
+          ),
+        );
+      } else if (err !== null) reject(failure(err));
       else if (value === undefined) reject(new CallFailed("empty answer", ExitCode.INTERNAL));
       else resolve(value);
     });
-  });
+  }).finally(() => clearTimeout(notice));
 }
 
 /** Writes all of `bytes` to a stream of this process. */
@@ -119,7 +171,8 @@ function describeJob(job: JobMessage): string {
     : job.signal !== ""
     ? ` signal=${job.signal}`
     : ` exit=${job.exitCode}`;
-  return `${job.id} ${job.status.toLowerCase()} pid=${job.pid}${end}`;
+  const cause = job.cause === "" ? "" : ` cause=${job.cause}`;
+  return `${job.id} ${job.status.toLowerCase()} pid=${job.pid}${end}${cause}`;
 }
 
 /** Text for a terminal: control characters as escapes (\n, \t, \x1b), backslashes doubled. */
@@ -145,6 +198,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A stream call that reconnects (with its own resume point) while the service is unreachable. */
 async function resumable<T>(
+  reach: Reach,
   open: () => grpc.ClientReadableStream<T>,
   onMessage: (message: T) => Promise<void>,
 ): Promise<void> {
@@ -164,16 +218,18 @@ async function resumable<T>(
     if (result === null) return;
     if (result.code !== grpc.status.UNAVAILABLE) throw failure(result);
     lostAt ??= performance.now();
-    if (performance.now() - lostAt > RECONNECT_FOR_MS) throw failure(result);
+    sayWaiting(reach, `the job service at ${reach.socket} cannot be reached`);
+    if (performance.now() - lostAt > reach.waitMs) throw failure(result);
     await sleep(200);
   }
 }
 
 /** Every job, a page of List at a time (a page stays well under gRPC's message limit). */
-async function* listAll(client: () => JobsClient): AsyncGenerator<JobMessage> {
+async function* listAll(reach: Reach): AsyncGenerator<JobMessage> {
   for (let afterId = "";;) {
-    const page = await unary<{ jobs: JobMessage[]; nextAfterId: string }>((cb) =>
-      client().List({ afterId }, cb)
+    const page = await unary<{ jobs: JobMessage[]; nextAfterId: string }>(
+      reach,
+      (o, cb) => reach.client().List({ afterId }, o, cb),
     );
     yield* page.jobs;
     if (page.nextAfterId === "") return;
@@ -181,21 +237,25 @@ async function* listAll(client: () => JobsClient): AsyncGenerator<JobMessage> {
   }
 }
 
-async function printLogs(client: () => JobsClient, id: string, follow: boolean): Promise<void> {
+async function printLogs(reach: Reach, id: string, follow: boolean): Promise<void> {
   const at = { stdout: 0, stderr: 0 };
   // Without -f: what is stored now, then stop (the stream would wait for more).
   const until = follow
     ? null
-    : await unary<{ jobs: JobMessage[] }>((cb) => client().List({ ids: [id] }, cb)).then((r) => {
-      const job = r.jobs.find((j) => j.id === id);
-      if (job === undefined) throw new CallFailed(`NOT_FOUND: no job "${id}"`, 1);
-      return { stdout: job.stdoutBytes, stderr: job.stderrBytes };
-    });
+    : await unary<{ jobs: JobMessage[] }>(reach, (o, cb) =>
+      reach.client().List({ ids: [id] }, o, cb)).then((r) => {
+        const job = r.jobs.find((j) =>
+          j.id === id
+        );
+        if (job === undefined) throw new CallFailed(`NOT_FOUND: no job "${id}"`, 1);
+        return { stdout: job.stdoutBytes, stderr: job.stderrBytes };
+      });
   if (until !== null && until.stdout === 0 && until.stderr === 0) return;
   let stream: grpc.ClientReadableStream<OutputMessage> | null = null;
   await resumable(
+    reach,
     () => {
-      stream = client().FollowIO({ id, readStdout: at.stdout, readStderr: at.stderr });
+      stream = reach.client().FollowIO({ id, readStdout: at.stdout, readStderr: at.stderr });
       return stream;
     },
     async (message) => {
@@ -220,9 +280,9 @@ async function printLogs(client: () => JobsClient, id: string, follow: boolean):
   });
 }
 
-async function followStatus(client: () => JobsClient, id: string): Promise<JobMessage> {
+async function followStatus(reach: Reach, id: string): Promise<JobMessage> {
   let last: JobMessage | null = null;
-  await resumable(() => client().Follow({ id }), (job) => {
+  await resumable(reach, () => reach.client().Follow({ id }), (job) => {
     last = job;
     printOut(describeJob(job));
     return Promise.resolve();
@@ -231,9 +291,9 @@ async function followStatus(client: () => JobsClient, id: string): Promise<JobMe
   return last;
 }
 
-async function finalJob(client: () => JobsClient, id: string): Promise<JobMessage> {
+async function finalJob(reach: Reach, id: string): Promise<JobMessage> {
   let last: JobMessage | null = null;
-  await resumable(() => client().Follow({ id }), (job) => {
+  await resumable(reach, () => reach.client().Follow({ id }), (job) => {
     last = job;
     return Promise.resolve();
   });
@@ -296,10 +356,22 @@ export async function jobMain(args: readonly string[]): Promise<number> {
   }
   const socket = settings.last("socket")?.value || DEFAULT_JOBS_SOCKET;
   let shared: JobsClient | null = null;
-  // One connection, made again after it broke (grpc-js reconnects a client by itself, too).
-  const client = () => (shared ??= connect(socket));
+  let reach: Reach;
   try {
-    return await perform(command ?? "", rest, settings, client);
+    const wait = settings.last("wait");
+    reach = {
+      socket,
+      waitMs: wait === undefined ? DEFAULT_WAIT_MS : Math.max(1, parseFrom(wait, parseDuration)),
+      said: false,
+      client: () => (shared ??= connect(socket)),
+    };
+  } catch (err: unknown) {
+    if (!(err instanceof UsageError) && !(err instanceof RangeError)) throw err;
+    printErr(`denit job: ${err.message}`);
+    return ExitCode.USAGE;
+  }
+  try {
+    return await perform(command ?? "", rest, settings, reach);
   } catch (err: unknown) {
     if (err instanceof CallFailed) {
       printErr(`denit job: ${err.message}`);
@@ -319,42 +391,56 @@ async function perform(
   command: string,
   rest: readonly string[],
   settings: Settings,
-  client: () => JobsClient,
+  reach: Reach,
 ): Promise<number> {
   const id = rest[0] ?? "";
   switch (command) {
     case "run": {
       const env = Object.fromEntries(settings.list("env").map((e) => parseFrom(e, parseEnv)));
-      const job = await unary<JobMessage>((cb) =>
-        client().Run({
-          id: settings.last("id")?.value ?? crypto.randomUUID(),
-          argv: rest,
-          workDir: settings.last("workdir")?.value ?? "",
-          env,
-        }, cb)
-      );
+      const job = await unary<JobMessage>(reach, (o, cb) =>
+        reach.client().Run(
+          {
+            id: settings.last("id")?.value ?? crypto.randomUUID(),
+            argv: rest,
+            workDir: settings.last("workdir")?.value ?? "",
+            env,
+          },
+          o,
+          cb,
+        ));
       if (!settings.flag("follow")) {
         printOut(describeJob(job));
         return ExitCode.OK;
       }
-      await printLogs(client, job.id, true);
-      return jobCode(await finalJob(client, job.id));
+      await printLogs(reach, job.id, true);
+      return jobCode(await finalJob(reach, job.id));
     }
     case "follow":
-      return jobCode(await followStatus(client, id));
+      return jobCode(await followStatus(reach, id));
     case "logs":
-      await printLogs(client, id, settings.flag("follow"));
+      await printLogs(reach, id, settings.flag("follow"));
       return ExitCode.OK;
     case "cancel": {
       const grace = settings.last("grace");
       const graceMs = grace === undefined ? 0 : Math.max(1, parseFrom(grace, parseDuration));
-      const job = await unary<JobMessage>((cb) => client().Cancel({ id, graceMs: graceMs }, cb));
+      // The service answers once the group is gone: after the grace (its default 10 s) at most.
+      const job = await unary<JobMessage>(
+        reach,
+        (o, cb) => reach.client().Cancel({ id, graceMs }, o, cb),
+        (graceMs || DEFAULT_CANCEL_GRACE_MS) + NOTICE_AFTER_MS,
+      );
       printOut(describeJob(job));
       return ExitCode.OK;
     }
     default: {
-      printOut("ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND");
-      for await (const job of listAll(client)) {
+      // The header once the service answered: a failure prints nothing on stdout.
+      let header = false;
+      const printHeader = () => {
+        if (!header) printOut("ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND");
+        header = true;
+      };
+      for await (const job of listAll(reach)) {
+        printHeader();
         const exit = job.status === "RUNNING" ? "-" : job.signal || String(job.exitCode);
         const line = [
           job.id,
@@ -367,6 +453,7 @@ async function perform(
         ];
         printOut(line.join("\t"));
       }
+      printHeader();
       return ExitCode.OK;
     }
   }

@@ -70,6 +70,9 @@ message Job {
   uint64 stdout_bytes = 9;
   uint64 stderr_bytes = 10;
   bool output_truncated = 11;
+  // "oom" when the kernel's OOM killer ended the job (SIGKILL while the container's memory
+  // cgroup counted an OOM kill); empty otherwise.
+  string cause = 12;
 }
 
 message FollowRequest {

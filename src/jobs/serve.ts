@@ -21,6 +21,7 @@ import { ExitCode } from "../common/exit_codes.ts";
 import { prepareTrustedDirectory, runDirectory } from "../common/job_paths.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
 import { readLaunch, restoreEnvironment } from "../sys/launch.ts";
+import { findMemoryCgroup, oomCountFile } from "../supervise/cgroup.ts";
 import { jobsDefinition } from "./proto.ts";
 import {
   type JobMessage,
@@ -299,7 +300,12 @@ export async function serveMain(args: readonly string[]): Promise<number> {
     const dir = runDirectory(spool, Number(settings.last("parent")?.value ?? Deno.ppid));
     prepareTrustedDirectory(dir, "job spool:");
     const keeper = `${Deno.execPath().slice(0, Deno.execPath().lastIndexOf("/"))}/denit`;
-    const jobs = new JobService(dir, { keeper, stopping: settings.flag("stopping") });
+    const memory = findMemoryCgroup();
+    const jobs = new JobService(dir, {
+      keeper,
+      stopping: settings.flag("stopping"),
+      oomCount: memory === null ? null : oomCountFile(memory),
+    });
     // denit says it is stopping (no new jobs) with SIGUSR2.
     Deno.addSignalListener("SIGUSR2", () => jobs.stop());
     void jobs.watch();

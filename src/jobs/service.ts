@@ -59,6 +59,8 @@ export interface JobMessage {
   stdoutBytes: number;
   stderrBytes: number;
   outputTruncated: boolean;
+  /** "oom" when the kernel's OOM killer ended it; "" otherwise. */
+  cause: string;
 }
 
 /** One FollowIO message. */
@@ -109,6 +111,7 @@ function jobMessage(job: Job): JobMessage {
     stdoutBytes: job.stdoutBytes,
     stderrBytes: job.stderrBytes,
     outputTruncated: s !== null && (s.truncated === 1 || s.lost > 0),
+    cause: s?.oom === 1 ? "oom" : "",
   };
 }
 
@@ -128,14 +131,20 @@ export class JobService {
   readonly #dir: string;
   /** The executable whose `job keep` keeps a job (denit's launcher). */
   readonly #keeper: string;
+  /** The memory cgroup's file with its `oom_kill` count, which keepers read; null if none. */
+  readonly #oomCount: string | null;
   #seq: number;
   #stopping: boolean;
   #streams = 0;
 
   /** The table of the run in `dir`, with every job an earlier service of this run left there. */
-  constructor(dir: string, options: { keeper: string; stopping: boolean }) {
+  constructor(
+    dir: string,
+    options: { keeper: string; stopping: boolean; oomCount: string | null },
+  ) {
     this.#dir = dir;
     this.#keeper = options.keeper;
+    this.#oomCount = options.oomCount;
     this.#stopping = options.stopping;
     this.#table = new JobTable(dir);
     this.#seq = this.#table.lastSeq();
@@ -243,6 +252,7 @@ export class JobService {
       String(job.seq),
       String(JOB_OUTPUT_CAP),
       ...(workDir === null ? [] : ["--cwd", workDir]),
+      ...(this.#oomCount === null ? [] : ["--oom-count", this.#oomCount]),
       ...env.flatMap((entry) => ["--env", entry]),
       "--",
       ...job.record.argv,

@@ -51,6 +51,8 @@ export interface KeeperState {
   readonly lost: number;
   /** The output ended: every writer of its pipes is gone. */
   readonly ended: number;
+  /** 1: a SIGKILL while the memory cgroup counted an OOM kill (the kernel's OOM killer). */
+  readonly oom: number;
 }
 
 /** Parses `pid=P exit=C ...`; null for anything else (a file being replaced, say). */
@@ -69,6 +71,7 @@ export function parseState(text: string): KeeperState | null {
     truncated: field("truncated"),
     lost: field("lost"),
     ended: field("ended"),
+    oom: field("oom"),
   };
   return Object.values(state).some(Number.isNaN) ? null : state;
 }

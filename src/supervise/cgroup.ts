@@ -142,10 +142,14 @@ export function findMemoryCgroup(): MemoryCgroup | null {
   return mountInfo === null ? null : memoryCgroupFrom(cgroup, mountInfo);
 }
 
+/** The file that holds the cgroup's `oom_kill` count. */
+export function oomCountFile(cgroup: MemoryCgroup): string {
+  return `${cgroup.dir}/${cgroup.version === 2 ? "memory.events" : "memory.oom_control"}`;
+}
+
 /** The cgroup's OOM-kill count so far, or null when it cannot be read. */
 export function readOomKills(cgroup: MemoryCgroup): number | null {
-  const file = cgroup.version === 2 ? "memory.events" : "memory.oom_control";
-  const text = read(`${cgroup.dir}/${file}`);
+  const text = read(oomCountFile(cgroup));
   return text === null ? null : oomKillsFrom(text);
 }
 
