@@ -741,12 +741,12 @@ Deno.test("jobs: finished jobs are forgotten oldest first beyond 1,000, running 
     };
     const table = new JobTable(dir);
     const running = StoredJob.create(dir, "running", 1, ["sleep"]);
-    kept(1, "exit=-1 signal=0 finished=0 truncated=0 lost=0 ended=0");
+    kept(1, "exit=-1 signal=0 finished=0 truncated=0 lost=0 ended=0 oom=0");
     running.refresh();
     table.add(running);
     for (let seq = 2; seq <= KEEP_FINISHED_JOBS + 11; seq++) {
       const job = StoredJob.create(dir, `done-${seq}`, seq, ["true"]);
-      kept(seq, "exit=0 signal=0 finished=1 truncated=0 lost=0 ended=1");
+      kept(seq, "exit=0 signal=0 finished=1 truncated=0 lost=0 ended=1 oom=0");
       job.refresh();
       table.add(job);
       table.trim();
