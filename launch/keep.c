@@ -39,6 +39,8 @@
 #define GROUP_IDLE_MS 1000
 #define GROUP_POLL_MS 20
 #define RETRY_SAVE_MS 1000
+/* Every state line is padded to this length (the longest is under 200 bytes). */
+#define STATE_BYTES 256
 
 struct state {
   pid_t pid, keeper;
@@ -77,21 +79,31 @@ static int open_spool(const char *suffix, int flags) {
   return open(path, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
-/* Replaces DIR/SEQ.state whole (written to .new, never through a link, then renamed). */
+/*
+ * Replaces DIR/SEQ.state whole, never through a link: the line, padded to STATE_BYTES, is
+ * written over a spare (DIR/SEQ.state.new) and the two are swapped (RENAME_EXCHANGE). Once both
+ * exist nothing is allocated, so a full disk cannot keep a job's end from being recorded; where
+ * the filesystem cannot swap, the spare is renamed over the state.
+ */
 static int save(const struct state *s) {
-  char line[200], from[4200], to[4200];
+  char line[STATE_BYTES + 1], from[4200], to[4200];
   int n = snprintf(line, sizeof line,
                    "pid=%d keeper=%d exit=%d signal=%d finished=%lld truncated=%d lost=%lld "
-                   "ended=%d oom=%d\n",
+                   "ended=%d oom=%d",
                    (int)s->pid, (int)s->keeper, s->exit_code, s->signal, s->finished,
                    s->truncated, s->lost, s->ended, s->oom);
-  int fd = open_spool("state.new", O_WRONLY | O_CREAT | O_TRUNC);
+  memset(line + n, ' ', STATE_BYTES - 1 - (size_t)n);
+  line[STATE_BYTES - 1] = '\n';
+  int fd = open_spool("state.new", O_WRONLY | O_CREAT);
   if (fd < 0) return -1;
-  int ok = write_all(fd, line, (size_t)n) == 0;
+  int ok = pwrite(fd, line, STATE_BYTES, 0) == STATE_BYTES;
   close(fd);
+  if (!ok) return -1;
   snprintf(from, sizeof from, "%s/%s.state.new", dir, seq);
   snprintf(to, sizeof to, "%s/%s.state", dir, seq);
-  return ok && rename(from, to) == 0 ? 0 : -1;
+  if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) == 0) return 0;
+  if (errno != ENOENT && errno != EINVAL && errno != ENOSYS) return -1;
+  return rename(from, to);
 }
 
 /* The job itself, after fork: its own group, signals at default, its streams, then exec. */
@@ -184,7 +196,8 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
     write_all(fd, "1000", 4);
     close(fd);
   }
-  int saved = save(&s) == 0, reaped = 0;
+  /* Twice: the state, then its spare, both made while the disk has room. */
+  int saved = save(&s) == 0 && save(&s) == 0, reaped = 0;
   printf("pid %d\n", (int)s.pid);
   fflush(stdout);
   close(1);

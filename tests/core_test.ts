@@ -237,7 +237,7 @@ Deno.test("ps and top show denit, not the runtime's name", async () => {
   }
 });
 
-Deno.test("messages a newcomer meets: CRLF, a star no shell expanded, a typo, an option as command", async () => {
+Deno.test("messages a newcomer meets: CRLF, a star no shell expanded, a typo, an option or program as command", async () => {
   const dir = await Deno.makeTempDir();
   try {
     await Deno.writeTextFile(`${dir}/crlf.sh`, "#!/bin/sh\r\necho hi\r\n", { mode: 0o755 });
@@ -259,6 +259,15 @@ Deno.test("messages a newcomer meets: CRLF, a star no shell expanded, a typo, an
     assertMatch(
       asCommand.stderr,
       /Cannot start "--grace": command not found; it is an option of denit's: put options before "--", or set DENIT_GRACE in the environment/,
+    );
+    // docker run IMAGE init /shared, under the same ENTRYPOINT (no init on the image's PATH).
+    const program = await run([...DENIT, "-s", "--", "init", "/shared"], {
+      env: { PATH: dir },
+    });
+    assertEquals(program.code, 127);
+    assertMatch(
+      program.stderr,
+      /Cannot start "init": command not found; "init" is a program of denit's, which comes before any "--": with an ENTRYPOINT \["\/denit", "--"\], run docker run --entrypoint \/denit IMAGE init \.\.\.\n$/,
     );
     const socket = await run([...DENIT, "-s", "--", "true"], { env: { DENIT_JOBS_SOCKET: "1" } });
     assertEquals(socket.code, 2);

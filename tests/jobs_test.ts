@@ -575,6 +575,95 @@ Deno.test("jobs: a gRPC client through denit bridge (stdin/stdout) gets the same
   }
 });
 
+Deno.test("jobs: a read-only spool is named in one line (125) before the child runs", async () => {
+  // A read-only filesystem, as a volume mounted read-only: new, and holding a spool already.
+  const dir = await Deno.makeTempDir({ prefix: "denit-jobs-ro-" });
+  const sockets = await Deno.makeTempDir({ prefix: "denit-jobs-ro-socket-" });
+  const mount = (...args: string[]) => run(["mount", ...args]);
+  try {
+    assertEquals((await mount("-t", "tmpfs", "-o", "mode=700", "tmpfs", dir)).code, 0);
+    await Deno.mkdir(`${dir}/spool`, { mode: 0o700 });
+    assertEquals((await mount("-o", "remount,ro", dir)).code, 0);
+    for (const spool of [`${dir}/new`, `${dir}/spool`]) {
+      const result = await run([
+        ...DENIT,
+        "-s",
+        "--jobs-socket",
+        `${sockets}/jobs.sock`,
+        "--jobs-spool",
+        spool,
+        "--",
+        "sh",
+        "-c",
+        "echo ran",
+      ]);
+      assertEquals([result.code, result.stdout], [125, ""], result.stderr);
+      assertMatch(
+        result.stderr,
+        new RegExp(
+          `^denit\\[\\d+\\] error: Cannot keep jobs in "${spool}": .*Read-only file system.*\\n$`,
+        ),
+      );
+    }
+  } finally {
+    await run(["umount", dir]);
+    await Deno.remove(dir, { recursive: true });
+    await Deno.remove(sockets, { recursive: true });
+  }
+});
+
+Deno.test("jobs: a full spool: the job that filled it ends, recorded and marked; a Run meanwhile gets one line; no restart", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-jobs-full-" });
+  const sockets = await Deno.makeTempDir({ prefix: "denit-jobs-full-socket-" });
+  const socket = `${sockets}/jobs.sock`;
+  const mounted = await run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=700", "tmpfs", dir]);
+  assertEquals(mounted.code, 0, mounted.stderr);
+  const proc = new Running([
+    ...DENIT,
+    "-s",
+    "--jobs-socket",
+    socket,
+    "--jobs-spool",
+    `${dir}/spool`,
+    "--",
+    "sh",
+    "-c",
+    "echo up; exec sleep 120",
+  ]);
+  const job = (...args: string[]) => run([...DENIT, "job", "--socket", socket, ...args]);
+  try {
+    await proc.waitFor(/^up$/);
+    // 589 KB of output into 256 KiB: the disk fills while the job runs.
+    const filling = await job("run", "--id", "a", "-f", "--", "sh", "-c", "seq 1 100000; echo end");
+    assertEquals(filling.code, 0, filling.stderr);
+    assertEquals(
+      filling.stderr,
+      'denit job: the output of "a" was cut short (the per-job cap, or a full spool)\n',
+    );
+    const full = await job("run", "--id", "b", "--", "true");
+    assertEquals(full.code, 125);
+    assertMatch(
+      full.stderr,
+      /^denit job: UNAVAILABLE: cannot keep the job in the spool: .*No space left on device\n$/,
+    );
+    assertMatch((await job("list")).stdout, /\na\tsucceeded\t0\t/);
+    // Room again: the service that never left takes the next job.
+    await Deno.remove(
+      `${dir}/spool/${(await Array.fromAsync(Deno.readDir(`${dir}/spool`)))[0]?.name}/1.out`,
+    );
+    const back = await job("run", "--id", "c", "-f", "--", "echo", "back");
+    assertEquals([back.code, back.stdout], [0, "back\n"], back.stderr);
+    proc.kill("SIGTERM");
+    const status = await proc.status();
+    assertOk(!/job service (exited|was killed)/.test(status.stderr), status.stderr);
+  } finally {
+    await proc.stop();
+    await run(["umount", dir]);
+    await Deno.remove(dir, { recursive: true });
+    await Deno.remove(sockets, { recursive: true });
+  }
+});
+
 Deno.test("jobs: a socket path that is taken, or not a socket, fails before the child runs", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-jobs-" });
   try {

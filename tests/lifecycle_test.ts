@@ -9,6 +9,7 @@ import { assertEquals, assertMatch, assertOk } from "./assert.ts";
 import {
   DENIT,
   denitArgv,
+  denitForAnyUser,
   denitPid,
   ECHO,
   freePort,
@@ -485,6 +486,28 @@ Deno.test("--user with an unknown user: one line, exit 2, nothing started", asyn
   assertEquals(group.code, 2);
   assertEquals(group.stderr, 'denit: Unknown group "no-such-group": not in /etc/group\n');
   assertOk(!fileExists(marker), "the command ran");
+});
+
+Deno.test("--user when denit is not root: one line that says so, exit 2, nothing started", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.chmod(dir, 0o755);
+    const marker = `${dir}/marker`;
+    const asNobody = [
+      ...["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+      ...await denitForAnyUser(dir),
+    ];
+    const result = await run([...asNobody, "-s", "--user", "1000", "--", "touch", marker]);
+    assertEquals(result.code, 2);
+    assertEquals(
+      result.stderr,
+      'denit: Cannot run the child as "1000": denit runs as uid 65534, and only root can change ' +
+        "users (start denit as root, or drop --user)\n",
+    );
+    assertOk(!fileExists(marker), "the command ran");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });
 
 function fileExists(path: string): boolean {

@@ -268,7 +268,9 @@ async function printLogs(reach: Reach, id: string, follow: boolean): Promise<voi
       at.stdout = message.stdoutOffset;
       at.stderr = message.stderrOffset;
       if (message.truncated) {
-        printErr(`denit job: the output of "${id}" was cut at the service's per-job cap`);
+        printErr(
+          `denit job: the output of "${id}" was cut short (the per-job cap, or a full spool)`,
+        );
       }
       if (until !== null && at.stdout >= until.stdout && at.stderr >= until.stderr) {
         (stream as grpc.ClientReadableStream<OutputMessage> | null)?.cancel();

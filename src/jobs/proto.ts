@@ -93,7 +93,7 @@ message Output {
   // The offset just after this message's bytes in their stream: resume from here.
   uint64 stdout_offset = 3;
   uint64 stderr_offset = 4;
-  // Sent once, last: the stored output ended early because of the per-job cap.
+  // Sent once, last: the stored output ended early (the per-job cap, or a full spool).
   bool truncated = 5;
 }
 

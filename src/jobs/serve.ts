@@ -21,7 +21,6 @@ import { ExitCode } from "../common/exit_codes.ts";
 import { prepareTrustedDirectory, runDirectory } from "../common/job_paths.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
 import { readLaunch, restoreEnvironment } from "../sys/launch.ts";
-import { findMemoryCgroup, oomCountFile } from "../supervise/cgroup.ts";
 import { jobsDefinition } from "./proto.ts";
 import {
   type JobMessage,
@@ -48,6 +47,7 @@ const OPTIONS: readonly OptionSpec[] = [
   { key: "parent", names: ["--parent"], kind: "value" },
   { key: "listen-fd", names: ["--listen-fd"], kind: "value" },
   { key: "stopping", names: ["--stopping"], kind: "flag" },
+  { key: "oom-count", names: ["--oom-count"], kind: "value" },
   { key: "log-level", names: ["--log-level"], kind: "value" },
   { key: "log-format", names: ["--log-format"], kind: "value" },
 ];
@@ -300,11 +300,10 @@ export async function serveMain(args: readonly string[]): Promise<number> {
     const dir = runDirectory(spool, Number(settings.last("parent")?.value ?? Deno.ppid));
     prepareTrustedDirectory(dir, "job spool:");
     const keeper = `${Deno.execPath().slice(0, Deno.execPath().lastIndexOf("/"))}/denit`;
-    const memory = findMemoryCgroup();
     const jobs = new JobService(dir, {
       keeper,
       stopping: settings.flag("stopping"),
-      oomCount: memory === null ? null : oomCountFile(memory),
+      oomCount: settings.last("oom-count")?.value ?? null,
     });
     // denit says it is stopping (no new jobs) with SIGUSR2.
     Deno.addSignalListener("SIGUSR2", () => jobs.stop());

@@ -178,7 +178,8 @@ export class JobService {
 
   /** A job that never ran: its status and the reason, written as a keeper would have. */
   #ended(job: Job, code: number, reason: string): void {
-    const state = `pid=0 exit=${code} signal=0 finished=${Date.now()} truncated=0 lost=0 ended=1`;
+    const state = `pid=0 keeper=0 exit=${code} signal=0 finished=${Date.now()} truncated=0 ` +
+      "lost=0 ended=1 oom=0";
     try {
       replaceFile(job.path("err"), encoder.encode(`denit: ${reason}\n`));
       replaceFile(job.path("state"), encoder.encode(`${state}\n`));

@@ -273,9 +273,7 @@ export class JobTable {
       count--;
       bytes -= job.stdoutBytes + job.stderrBytes;
     }
-    if (changed) {
-      replaceFile(`${this.#dir}/forgotten.json`, encoder.encode(JSON.stringify(this.#forgotten)));
-    }
+    if (changed) this.#write("forgotten.json", this.#forgotten);
   }
 
   counts(): JobCounts {
@@ -300,6 +298,18 @@ export class JobTable {
 
   /** Writes the counts where denit's health endpoint reads them (COUNTS_FILE). */
   saveCounts(): void {
-    replaceFile(`${this.#dir}/${COUNTS_FILE}`, encoder.encode(JSON.stringify(this.counts())));
+    this.#write(COUNTS_FILE, this.counts());
+  }
+
+  /**
+   * Replaces a file of the table's own. A full or read-only disk leaves the old one: it is
+   * written whole again at the next change, and the jobs go on meanwhile.
+   */
+  #write(name: string, value: unknown): void {
+    try {
+      replaceFile(`${this.#dir}/${name}`, encoder.encode(JSON.stringify(value)));
+    } catch {
+      // Kept as it was; see above.
+    }
   }
 }

@@ -20,7 +20,7 @@ import type { Logger } from "../common/log.ts";
 import { signalName, SIGTERM } from "../common/signals.ts";
 import { UnixListener } from "../sys/listener.ts";
 import { type ExitStatus, pathExists, sendSignal, spawn } from "../sys/process.ts";
-import { findMemoryCgroup, readOomKills } from "./cgroup.ts";
+import { findMemoryCgroup, oomCountFile, readOomKills } from "./cgroup.ts";
 
 /** The service starts again no sooner than this, doubled at each death up to RESTART_MAX_MS. */
 const RESTART_FIRST_MS = 100;
@@ -97,14 +97,15 @@ export class JobHost {
   }
 
   /**
-   * Makes the socket's directory and the spool (trusted, see job_paths.ts), binds the socket and
-   * listens, so that a bad path fails here, before the child runs; the service's process starts
-   * when the first connection waits. Throws an Error whose message is the whole line to log.
+   * Makes the socket's directory, the spool and this run's directory in it (trusted, see
+   * job_paths.ts), binds the socket and listens, so that a bad path fails here, before the child
+   * runs; the service's process starts when the first connection waits. Throws an Error whose message is the whole line to log.
    */
   async start(): Promise<void> {
     const { socket, spool } = this.#settings;
     try {
-      prepareTrustedDirectory(spool, "job spool:");
+      // This run's directory too: a spool that cannot hold it (read-only) fails here, once.
+      prepareTrustedDirectory(runDirectory(spool, Deno.pid), "job spool:");
     } catch (err: unknown) {
       throw new Error(`Cannot keep jobs in "${spool}": ${firstLine(err)}`, { cause: err });
     }
@@ -153,6 +154,8 @@ export class JobHost {
       "--listen-fd",
       String(LISTEN_FD),
       ...(this.#stopping ? ["--stopping"] : []),
+      // Where the memory cgroup counts OOM kills: each job's keeper reads it (cause=oom).
+      ...(this.#memory === null ? [] : ["--oom-count", oomCountFile(this.#memory)]),
       ...logArgs,
     ];
     const result = spawn({

@@ -107,7 +107,9 @@ export async function superviseMain(
   if (config.user !== null) {
     try {
       // Before anything starts: an unknown user is a usage error, and nothing runs.
-      runAs = (await import("./user.ts")).resolveUser(config.user);
+      const { checkCanChangeUser, resolveUser } = await import("./user.ts");
+      runAs = resolveUser(config.user);
+      checkCanChangeUser(config.user);
     } catch (err: unknown) {
       if (!(err instanceof RangeError)) throw err;
       printErr(`denit: ${err.message}`);
@@ -227,11 +229,18 @@ async function startHealth(
   return server;
 }
 
+/** denit's programs other than the supervisor, which come first on its command line. */
+const PROGRAMS = ["init", "copy", "job", "probe", "bridge"];
+
 /**
- * A command that is one of denit's own options (`docker run IMAGE --grace 1s cmd` under
- * `ENTRYPOINT ["/denit", "--"]`): say where options go.
+ * A command that is one of denit's own options or programs (`docker run IMAGE --grace 1s cmd`
+ * or `docker run IMAGE init /shared` under `ENTRYPOINT ["/denit", "--"]`): say where they go.
  */
 function optionHint(name: string): string {
+  if (PROGRAMS.includes(name)) {
+    return `; "${name}" is a program of denit's, which comes before any "--": with an ` +
+      `ENTRYPOINT ["/denit", "--"], run docker run --entrypoint /denit IMAGE ${name} ...`;
+  }
   const spec = OPTIONS.find((option) => option.names.includes(name.split("=")[0] ?? ""));
   if (spec === undefined) return "";
   const variable = spec.env === undefined ? "" : `, or set ${spec.env} in the environment`;

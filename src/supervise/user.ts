@@ -60,6 +60,24 @@ function groups(root: string): GroupEntry[] {
 
 const MAX_ID = 0xfffffffe; // (uid_t) -1 means "unchanged" to the kernel
 
+const CAP_SETGID = 6;
+const CAP_SETUID = 7;
+
+/**
+ * Throws RangeError unless this process may take another user's ids: root, or CAP_SETUID and
+ * CAP_SETGID in its effective set (capabilities(7)).
+ */
+export function checkCanChangeUser(spec: string): void {
+  const status = Deno.readTextFileSync("/proc/self/status");
+  const effective = BigInt(`0x${/^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1] ?? "0"}`);
+  const needed = (1n << BigInt(CAP_SETGID)) | (1n << BigInt(CAP_SETUID));
+  if ((effective & needed) === needed) return;
+  throw new RangeError(
+    `Cannot run the child as "${spec}": denit runs as uid ${Deno.uid()}, and only root ` +
+      `can change users (start denit as root, or drop --user)`,
+  );
+}
+
 /** Resolves USER[:GROUP]; throws RangeError naming what does not exist. */
 export function resolveUser(spec: string, root = ""): RunAs {
   const [user = "", group, extra] = spec.split(":");

@@ -29,7 +29,10 @@ export function replaceFile(path: string, bytes: Uint8Array<ArrayBuffer>): void 
   if (fd < 0) throw new Error(`Cannot write "${path}.new": ${errnoMessage(errno())}`);
   const written = writeAll(fd, bytes);
   closeFd(fd);
-  if (written < 0) throw new Error(`Cannot write "${path}.new": ${errnoMessage(-written)}`);
+  if (written < 0) {
+    Deno.removeSync(`${path}.new`); // what a full disk left of it
+    throw new Error(`Cannot write "${path}.new": ${errnoMessage(-written)}`);
+  }
   Deno.renameSync(`${path}.new`, path);
 }
 
