@@ -227,18 +227,16 @@ async function procNumber(pid: number, file: string): Promise<number> {
 
 Deno.test({
   name:
-    "never the OOM victim: 64 MiB, health endpoint and --jobs-socket (no job run yet), --oom-score-adj 1000: 10 runs",
+    "never the OOM victim: 64 MiB, health endpoint, the job service running a job, a child that grows: 10 runs",
   ignore: MEMORY_V1 === null,
   fn: async () => {
-    // denit with its health thread holds about 21 MiB of private memory; the job service's
-    // process starts at the first connection (none here), so the child may grow to the rest.
-    // --oom-score-adj 1000 makes the child the OOM killer's pick even while it is small, and
-    // denit drops its runtime's code pages. (With the service running, about 40 MiB more, the
-    // three no longer fit in 64 MiB: the cgroup thrashes on the runtimes' file pages.)
+    // No option: the OOM killer takes the job first (its keeper sets 1000), then the service
+    // (500), then the child, which grows past denit's own private memory (about 13 MiB with the
+    // endpoint; its runtime's code pages dropped under the limit). denit says cause=oom.
     const hog = "a = []\nwhile True:\n    b = bytearray(4 << 20)\n    b[::4096] = b'x' * 1024\n" +
       "    a.append(b)\n";
     const outcomes: string[] = [];
-    for (let run = 0; run < 10; run++) {
+    for (let round = 0; round < 10; round++) {
       await withMemoryCgroup(64, async (cgroup) => {
         const dir = await Deno.makeTempDir({ prefix: "denit-oom-jobs-" });
         try {
@@ -249,26 +247,52 @@ Deno.test({
             "--health-addr",
             `127.0.0.1:${freePort()}`,
             ...jobsOptions(dir),
-            "--oom-score-adj",
-            "1000",
             "--",
-            PYTHON,
+            "sh",
             "-c",
+            'echo up; while [ ! -e "$0/go" ]; do sleep 0.05; done; exec "$1" -c "$2"',
+            dir,
+            PYTHON,
             hog,
           ]);
           // Were denit killed, its child would hold the pipes open: whatever is left in the
           // cgroup after 60 s is killed (by pid), so the run ends and counts as a failure.
           const watchdog = setTimeout(() => killCgroup(cgroup), 60_000);
+          await proc.waitFor(/^up$/);
+          const job = await run([
+            ...DENIT,
+            "job",
+            "--socket",
+            `${dir}/jobs.sock`,
+            "run",
+            "--id",
+            "j",
+            "--",
+            "sleep",
+            "300",
+          ]);
+          assertEquals(job.code, 0, job.stderr);
+          await Deno.writeTextFile(`${dir}/go`, "");
           const result = await proc.status(90_000).finally(() => clearTimeout(watchdog));
-          const cause = /cause=(\w+)/.exec(result.stderr)?.[1] ?? "none";
-          outcomes.push(`${result.code}/${cause}`);
+          const cause =
+            /the child was killed by SIGKILL: .* cause=(\w+)/.exec(result.stderr)?.[1] ?? "none";
+          const service = /the job service was killed by the kernel's OOM killer/.test(
+            result.stderr,
+          );
+          const state = await Array.fromAsync(Deno.readDir(`${dir}/spool`)).then((runs) =>
+            Deno.readTextFile(`${dir}/spool/${runs[0]?.name}/1.state`)
+          ).catch(() => "");
+          const jobOom = /signal=9 .*oom=1/.test(state);
+          outcomes.push(
+            `${result.code}/${cause}/${service ? "service" : "-"}/${jobOom ? "job" : "-"}`,
+          );
           if (result.code !== 137) outcomes.push(result.stderr);
         } finally {
           await Deno.remove(dir, { recursive: true }).catch(() => {});
         }
       });
     }
-    const survived = outcomes.filter((outcome) => outcome === "137/oom").length;
+    const survived = outcomes.filter((outcome) => outcome === "137/oom/service/job").length;
     // deno-lint-ignore no-console -- the figure the closing note quotes
     console.log(`denit survived ${survived} of 10 OOM runs: ${outcomes.join(", ")}`);
     // denit itself killed shows as 137 with no cause (nobody left to say it).

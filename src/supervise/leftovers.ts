@@ -103,6 +103,27 @@ export function describeProcess(pid: number): ProcessInfo {
   }
 }
 
+const PF_EXITING = 0x4; // linux/sched.h
+const SIGKILL_BIT = 1n << 8n; // signal 9 in a /proc mask
+
+/**
+ * True once a process is on its way out: a SIGKILL pending (sent, not yet acted on), exiting
+ * (PF_EXITING), or a zombie; also when it cannot be read (gone).
+ */
+export function isEnding(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    // proc(5): after "(comm) " come state, ppid, pgrp, session, tty_nr, tpgid, flags.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if ("ZXx".includes(fields[0] ?? "Z") || (Number(fields[6]) & PF_EXITING) !== 0) return true;
+    const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+    const pending = [...status.matchAll(/^(?:SigPnd|ShdPnd):\s*([0-9a-f]+)$/gm)];
+    return pending.some((match) => (BigInt(`0x${match[1]}`) & SIGKILL_BIT) !== 0n);
+  } catch {
+    return true;
+  }
+}
+
 /** "12 (sleep), 13 (sh, D)": at most `limit` processes, then how many more. */
 export function formatProcesses(processes: readonly ProcessInfo[], limit = 8): string {
   const shown = processes.slice(0, limit).map((p) =>

@@ -32,6 +32,7 @@ import {
   describeProcess,
   DescriptorsExhausted,
   formatProcesses,
+  isEnding,
   otherProcesses,
 } from "./leftovers.ts";
 import {
@@ -609,9 +610,19 @@ export class Supervisor {
     }
   }
 
-  /** Reads the OOM-kill count as it is now, while the child lives (see #oomKillsBefore). */
+  /**
+   * Reads the OOM-kill count as it is now, while the child lives (see #oomKillsBefore). Read
+   * first and kept only if the child is not on its way out after: the OOM killer sends its
+   * SIGKILL before it counts, so a count that may hold the child's own kill (another process
+   * reaped in the same burst of OOM kills) is never taken as the baseline.
+   */
   #refreshOomCount(): void {
-    if (this.#memory !== null) this.#oomKillsBefore = readOomKills(this.#memory);
+    if (this.#memory === null) return;
+    const count = readOomKills(this.#memory);
+    const state = this.#state;
+    const running = state.name === "running" || state.name === "stopping";
+    if (running && isEnding(state.pid)) return;
+    this.#oomKillsBefore = count;
   }
 
   /** Why the child ended, once it did. */
