@@ -108,5 +108,8 @@ if (worker === COPY_WORKER_NAME) (await (await features()).copyWorker()).serveCo
 else if (worker === SPAWN_WORKER_NAME) {
   await (await import("./src/supervise/spawner.ts")).serveSpawns();
 } else if (import.meta.main) {
-  Deno.exit(await main((await import("./src/sys/launch.ts")).readLaunch()));
+  const { readLaunch, takeBackStderr } = await import("./src/sys/launch.ts");
+  const launch = readLaunch();
+  if (launch !== null) takeBackStderr(launch);
+  Deno.exit(await main(launch));
 }

@@ -19,12 +19,12 @@
  *   reads back and gives to the child byte for byte; the runtime gets a DENO_DIR that cannot
  *   exist (no cache is written, a read-only root is fine) and one malloc arena (memory the
  *   runtime's threads free at start is then used again, not kept per thread).
- * - On a terminal, the runtime's stderr is /dev/null while it boots (a runtime without a cache
- *   directory says so there); denit takes the real one back, kept open for it, before it writes.
+ * - On a terminal, the runtime's stderr is a pipe while it boots, copied to the terminal by a
+ *   process of the launcher's (see lend_stderr); denit takes the terminal back before it writes.
  *
  * The memfd holds NUL-ended entries: the count of arguments, the arguments, the moved
  * "NAME=VALUE" entries, an empty entry, then the names the launcher set for the runtime.
- * DENIT_LAUNCH is "MEMFD:NOFILE_SOFT:STDERR_FD" (-1: stderr was not lent).
+ * DENIT_LAUNCH is "MEMFD:NOFILE_SOFT:STDERR_FD:COPIER" (-1 and -1: stderr was not lent).
  * Exit 125 with one line when the runtime cannot be started.
  */
 #define _GNU_SOURCE
@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,7 +173,7 @@ static int put(int fd, const char *entry) {
 }
 
 /* Writes the memfd (inherited: denit closes it) and sets the runtime's environment. */
-static int set_aside(int argc, char **argv, int saved_stderr) {
+static int set_aside(int argc, char **argv, int saved_stderr, pid_t relay) {
   int fd = memfd_create("denit-launch", 0);
   if (fd < 0) return -1;
   char text[64];
@@ -196,7 +197,8 @@ static int set_aside(int argc, char **argv, int saved_stderr) {
   }
   struct rlimit files;
   if (getrlimit(RLIMIT_NOFILE, &files) != 0) return -1;
-  snprintf(text, sizeof text, "%d:%llu:%d", fd, (unsigned long long)files.rlim_cur, saved_stderr);
+  snprintf(text, sizeof text, "%d:%llu:%d:%d", fd, (unsigned long long)files.rlim_cur,
+           saved_stderr, (int)relay);
   /* A path under a file: the runtime cannot create its cache there. */
   if (setenv("DENO_DIR", "/dev/null/denit-no-cache", 1) != 0 ||
       setenv("DENO_DISABLE_NODE_SHIM", "1", 1) != 0 ||
@@ -206,6 +208,52 @@ static int set_aside(int argc, char **argv, int saved_stderr) {
     return -1;
   }
   return 0;
+}
+
+static volatile sig_atomic_t copier_told;
+
+static void copier_stop(int signo) {
+  (void)signo;
+  copier_told = 1;
+}
+
+/*
+ * On a terminal: the runtime's stderr becomes a pipe, which a process of the launcher's copies
+ * to the terminal. The runtime says on a terminal what it says nowhere else (a cache it cannot
+ * open), and an error before denit runs still shows. denit takes the terminal back (the
+ * descriptor in *saved, inherited) and sends the copier SIGTERM: it copies what is left in the
+ * pipe and exits (as it does at the pipe's end, when the runtime failed). Its pid, or -1.
+ */
+static pid_t lend_stderr(int *saved) {
+  int ends[2];
+  *saved = dup(STDERR_FILENO);
+  if (*saved < 0 || pipe2(ends, O_CLOEXEC) != 0) return -1;
+  pid_t copier = fork();
+  if (copier < 0) return -1;
+  if (copier == 0) {
+    close(ends[1]);
+    struct sigaction stop = {.sa_handler = copier_stop};
+    sigaction(SIGTERM, &stop, NULL);
+    sigset_t all, waiting; /* SIGTERM only while ppoll waits: no wake-up is missed */
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    waiting = all;
+    sigdelset(&waiting, SIGTERM);
+    struct pollfd pipe_end = {ends[0], POLLIN, 0};
+    char buffer[4096];
+    for (;;) {
+      int ready = copier_told ? poll(&pipe_end, 1, 0) : ppoll(&pipe_end, 1, NULL, &waiting);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) break; /* told, and the pipe is empty */
+      ssize_t n = read(ends[0], buffer, sizeof buffer);
+      if (n <= 0 || write_all(*saved, buffer, (size_t)n) != 0) break;
+    }
+    _exit(0);
+  }
+  close(ends[0]);
+  if (dup2(ends[1], STDERR_FILENO) < 0) return -1;
+  close(ends[1]);
+  return copier;
 }
 
 int main(int argc, char **argv) {
@@ -237,15 +285,12 @@ int main(int argc, char **argv) {
   if (access(deno, X_OK) != 0) return fail("cannot start the runtime", deno);
   if (access(bundle, R_OK) != 0) return fail("cannot read", bundle);
   int saved_stderr = -1;
-  if (supervise && isatty(STDERR_FILENO)) {
-    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    saved_stderr = dup(STDERR_FILENO); /* inherited by the runtime: denit takes it back */
-    if (null < 0 || saved_stderr < 0 || dup2(null, STDERR_FILENO) < 0) {
-      return fail("cannot lend stderr to", "/dev/null");
-    }
-    close(null);
+  pid_t relay = -1;
+  if (isatty(STDERR_FILENO)) {
+    relay = lend_stderr(&saved_stderr);
+    if (relay < 0) return fail("cannot lend stderr to", "a pipe");
   }
-  if (set_aside(argc, argv, saved_stderr) != 0) {
+  if (set_aside(argc, argv, saved_stderr, relay) != 0) {
     if (saved_stderr >= 0) dup2(saved_stderr, STDERR_FILENO);
     return fail("cannot set the environment aside", "(memfd)");
   }

@@ -6,6 +6,7 @@
 
 import * as grpc from "@grpc/grpc-js";
 import { SILENT_CONNECTION_MS } from "../src/jobs/serve.ts";
+import { MAX_RUN_BYTES } from "../src/jobs/service.ts";
 import { readRecords } from "../src/jobs/store.ts";
 import { assertEquals, assertMatch, assertOk, defined } from "./assert.ts";
 import {
@@ -550,16 +551,38 @@ Deno.test("job service: 1,000 jobs with 4.3 KB command lines: List pages, job li
   }
 });
 
-Deno.test("job service: a Run with 393,000 arguments is refused by the service; PID 1 never sees it", async () => {
+Deno.test("job service: Runs past the caps are refused, ten at the caps run; PID 1 never sees them", async () => {
   const s = await new Service("subreaper").ready();
   try {
     const c = s.client;
     const anonBefore = statusValue(s.pid, "RssAnon");
-    const argv = ["true", ...Array.from({ length: 393_000 }, () => "xy")];
-    const refused = await rejection(call((cb) => c.Run({ id: "huge", argv }, cb)));
-    assertEquals(refused.code, grpc.status.INVALID_ARGUMENT);
+    // 1.5 MB on the wire: past what the service decodes at all.
+    const huge = ["true", ...Array.from({ length: 393_000 }, () => "xy")];
+    const tooBig = await rejection(call((cb) => c.Run({ id: "huge", argv: huge }, cb)));
+    assertEquals(tooBig.code, grpc.status.RESOURCE_EXHAUSTED, tooBig.details);
+    // 65,000 empty arguments: 130 KB on the wire, past the entry cap.
+    const wide = ["true", ...Array.from({ length: 65_000 }, () => "")];
+    for (let i = 0; i < 10; i++) {
+      const refused = await rejection(call((cb) => c.Run({ id: `wide-${i}`, argv: wide }, cb)));
+      assertEquals(refused.code, grpc.status.INVALID_ARGUMENT);
+      assertMatch(refused.details, /^argv and env hold 65001 entries: at most 4096 a job$/);
+    }
+    // 128 KiB in one argument: past the byte cap.
+    const long = ["true", "x".repeat(MAX_RUN_BYTES)];
+    const refused = await rejection(call((cb) => c.Run({ id: "long", argv: long }, cb)));
     assertMatch(refused.details, /at most 131072 \(128 KiB\) a job/);
-    // denit's own memory did not take the request in (it was never sent on).
+    // Ten Runs at the entry cap (4,096 entries: 4,095 empty arguments) run.
+    const most = ["sh", "-c", 'echo "$#"', "sh", ...Array.from({ length: 4_092 }, () => "")];
+    for (let i = 0; i < 10; i++) {
+      await call<Job>((cb) => c.Run({ id: `most-${i}`, argv: most }, cb));
+    }
+    for (let i = 0; i < 10; i++) {
+      assertEquals((await finished(c, `most-${i}`)).status, "SUCCEEDED");
+      assertEquals((await output(c, `most-${i}`)).out, "4092\n");
+    }
+    const serviceAnon = statusValue(servicePidOf(s.pid), "RssAnon");
+    assertOk(serviceAnon < 96 * 1024, `the service holds ${serviceAnon} KiB`);
+    // denit's own memory took none of it in (it was never sent on).
     const grown = statusValue(s.pid, "RssAnon") - anonBefore;
     assertOk(grown < 2048, `PID 1's RssAnon grew ${grown} KiB`);
     await call<Job>((cb) => c.Run({ id: "small", argv: ["true"] }, cb));

@@ -1,7 +1,7 @@
 /** Interactive use: on a terminal, the child's group is the foreground group (script(1) PTY). */
 
 import { assertEquals, assertOk } from "./assert.ts";
-import { CAN_UNSHARE, DENIT_SHELL, PIDNS } from "./helpers.ts";
+import { CAN_UNSHARE, DENIT_SHELL, layOut, PIDNS, run } from "./helpers.ts";
 
 const CHILD = `echo pg=$(cut -d' ' -f5 /proc/$$/stat) tpgid=$(cut -d' ' -f8 /proc/$$/stat); \
 trap 'echo got-INT; exit 7' INT; echo ready; while :; do sleep 0.05; done`;
@@ -64,4 +64,29 @@ Deno.test({
     // Inside the namespace tcgetpgrp() returns 0: the foreground group is outside it.
     await onTerminal(`${PIDNS.join(" ")} ${DENIT_SHELL} -- sh -c ${quote(CHILD)}`);
   },
+});
+
+Deno.test("on a TTY: what the runtime says before denit runs shows, its cache notes do not", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const denit = quote((await layOut(dir, ["denit.js", "denit-features.js"]))[0] ?? "");
+    // A copy on a terminal: only its own line (the runtime cannot open a cache there and
+    // would say so, three lines, on a terminal).
+    const copied = await run([
+      "script",
+      "-qec",
+      `${denit} copy /etc/hostname ${quote(`${dir}/out`)}`,
+      "/dev/null",
+    ]);
+    assertEquals(copied.code, 0, copied.stdout);
+    assertEquals(copied.stdout.replaceAll("\r", "").split("\n").filter((l) => l !== "").length, 1);
+    assertOk(/^denit copy: 1 file/.test(copied.stdout), copied.stdout);
+    // A bundle the runtime cannot even parse: its error reaches the terminal.
+    await Deno.writeTextFile(`${dir}/denit.js`, "not javascript (\n");
+    const broken = await run(["script", "-qec", `${denit} -- true`, "/dev/null"]);
+    assertOk(broken.code !== 0, broken.stdout);
+    assertOk(broken.stdout.includes("SyntaxError"), broken.stdout);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -27,6 +27,7 @@ import {
   JobsError,
   JobService,
   type ListFields,
+  MAX_REQUEST_BYTES,
   type Outlet,
   type RunFields,
 } from "./service.ts";
@@ -308,7 +309,10 @@ export async function serveMain(args: readonly string[]): Promise<number> {
     // denit says it is stopping (no new jobs) with SIGUSR2.
     Deno.addSignalListener("SIGUSR2", () => jobs.stop());
     void jobs.watch();
-    const server = new grpc.Server({ "grpc.max_concurrent_streams": STREAMS_PER_CONNECTION });
+    const server = new grpc.Server({
+      "grpc.max_concurrent_streams": STREAMS_PER_CONNECTION,
+      "grpc.max_receive_message_length": MAX_REQUEST_BYTES,
+    });
     server.addService(jobsDefinition(), {
       Run: unary((request: RunFields) => jobs.run(request)),
       Follow: streaming((request: IdRequest, out: Outlet<JobMessage>) =>

@@ -17,6 +17,13 @@ export const DEFAULT_CANCEL_GRACE_MS = 10_000;
 export const MAX_CANCEL_GRACE_MS = 24 * 60 * 60 * 1000;
 /** A job's argv and env together, as UTF-8 bytes (the kernel's own limit is about 2 MiB). */
 export const MAX_RUN_BYTES = 128 * 1024;
+/**
+ * A job's argv and env entries together: each costs the service a few hundred bytes while the
+ * request is decoded and the keeper started, whatever its length.
+ */
+export const MAX_RUN_ENTRIES = 4096;
+/** The largest request the service decodes: a Run at both caps, with room for its framing. */
+export const MAX_REQUEST_BYTES = 2 * MAX_RUN_BYTES;
 /** Jobs running at once. */
 export const MAX_RUNNING_JOBS = 256;
 /** Follow and FollowIO streams open at once, over every connection. */
@@ -164,7 +171,8 @@ export class JobService {
     for await (const event of Deno.watchFs(this.#dir, { recursive: false })) {
       let changed = false;
       for (const path of event.paths) {
-        const match = /\/(\d+)\.(state|out|err)$/.exec(path);
+        // A keeper swaps N.state and N.state.new: either name says the state changed.
+        const match = /\/(\d+)\.(state|state\.new|out|err)$/.exec(path);
         const job = match === null ? undefined : this.#table.bySeq(Number(match[1]));
         if (job === undefined) continue;
         const was = job.status;
@@ -218,6 +226,12 @@ export class JobService {
       }
       if (hasNul(value)) throw new JobsError("INVALID_ARGUMENT", `env ${key} holds a NUL byte`);
       env.push(`${key}=${value}`);
+    }
+    if (argv.length + env.length > MAX_RUN_ENTRIES) {
+      throw new JobsError(
+        "INVALID_ARGUMENT",
+        `argv and env hold ${argv.length + env.length} entries: at most ${MAX_RUN_ENTRIES} a job`,
+      );
     }
     const bytes = [...argv, ...env].reduce((sum, s) => sum + encoder.encode(s).length + 1, 0);
     if (bytes > MAX_RUN_BYTES) {

@@ -10,7 +10,7 @@ import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
 import type { SnapshotSource, SupervisorSettings } from "../common/snapshot.ts";
-import { type Launch, restoreEnvironment, takeBackStderr } from "../sys/launch.ts";
+import { type Launch, restoreEnvironment } from "../sys/launch.ts";
 import { blockedSignals, SignalReader } from "../sys/signals.ts";
 import { READ_SIGNALS } from "./signals.ts";
 import { signalName } from "../common/signals.ts";
@@ -76,7 +76,6 @@ export async function superviseMain(
   nameProcess();
   // Before anything reads the environment: the child must get the container's, unchanged.
   const restored = launch === null ? [] : restoreEnvironment(launch);
-  if (launch !== null) takeBackStderr(launch);
   let invocation;
   try {
     invocation = parseInvocation(args, Deno.env.toObject());

@@ -11,6 +11,8 @@ import { closeFd, cString, libc } from "./symbols.ts";
 /** The variable that names the memfd. */
 export const LAUNCH_VARIABLE = "DENIT_LAUNCH";
 
+const SIGTERM = 15; // signal.h
+
 /** What the launcher handed over. */
 export interface Launch {
   /** denit's arguments, byte for byte (the runtime's Deno.args replaced what is not UTF-8). */
@@ -21,28 +23,32 @@ export interface Launch {
   readonly added: readonly string[];
   /** The open-file soft limit the container set (the runtime raised its own). */
   readonly fileSoftLimit: number;
-  /** Where the real stderr waits while the runtime's is /dev/null (on a terminal); else null. */
+  /** Where the real stderr waits while the runtime's is a pipe (on a terminal); else null. */
   readonly stderr: number | null;
+  /** The launcher's process that copies that pipe to the terminal; null with no pipe. */
+  readonly copier: number | null;
 }
 
 /** DENIT_LAUNCH's parts; null if it is not the launcher's. */
 export function parseLaunchVariable(
   value: string | undefined,
-): { memfd: number; fileSoftLimit: number; stderr: number | null } | null {
-  const match = /^(\d+):(\d+):(-1|\d+)$/.exec(value ?? "");
+): { memfd: number; fileSoftLimit: number; stderr: number | null; copier: number | null } | null {
+  const match = /^(\d+):(\d+):(-1|\d+):(-1|\d+)$/.exec(value ?? "");
   if (match === null) return null;
   const stderr = Number(match[3]);
+  const copier = Number(match[4]);
   return {
     memfd: Number(match[1]),
     fileSoftLimit: Number(match[2]),
     stderr: stderr < 0 ? null : stderr,
+    copier: copier <= 0 ? null : copier,
   };
 }
 
 /** The memfd's entries: the count of arguments, the arguments, moved entries, "", added names. */
 export function parseLaunch(
   bytes: Uint8Array,
-  variable: { fileSoftLimit: number; stderr: number | null },
+  variable: { fileSoftLimit: number; stderr: number | null; copier: number | null },
 ): Launch {
   const entries: Uint8Array[] = [];
   for (let start = 0; start < bytes.length;) {
@@ -93,9 +99,15 @@ export function restoreEnvironment(launch: Launch): string[] {
   return restored;
 }
 
-/** On a terminal the launcher lent the runtime /dev/null as stderr: the real one comes back. */
+/**
+ * On a terminal the launcher lent the runtime a pipe as stderr: the real one comes back, and
+ * the launcher's copier (this process's child) is told to copy what is left and end, and reaped.
+ */
 export function takeBackStderr(launch: Launch): void {
   if (launch.stderr === null) return;
   libc.dup2(launch.stderr, 2);
   closeFd(launch.stderr);
+  if (launch.copier === null) return;
+  libc.kill(launch.copier, SIGTERM);
+  libc.waitpid(launch.copier, new Int32Array(1), 0);
 }
