@@ -297,8 +297,8 @@ int main(int argc, char **argv) {
   /*
    * The job service (which denit starts this way): it ends with denit's thread that started it,
    * and its heap is capped (under connection churn V8 would let it grow to about 180 MiB).
-   * PID 1's young generation stays at its smallest: what a request to the health endpoint
-   * allocates is collected in it instead of growing it.
+   * PID 1's young generation stays at its smallest and V8 favours size: what requests to the
+   * health endpoint allocate is collected instead of growing the heap.
    */
   int service = argc > 2 && strcmp(argv[1], "job") == 0 && strcmp(argv[2], "serve") == 0;
   if (service && prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) return fail("cannot set", "PDEATHSIG");
@@ -308,7 +308,7 @@ int main(int argc, char **argv) {
   args[at++] = deno;
   for (size_t i = 0; i < COUNT(RUN); i++) args[at++] = (char *)RUN[i];
   if (service) args[at++] = "--v8-flags=--max-old-space-size=64";
-  if (supervise) args[at++] = "--v8-flags=--max-semi-space-size=1";
+  if (supervise) args[at++] = "--v8-flags=--max-semi-space-size=1,--optimize-for-size";
   args[at++] = bundle;
   for (int i = 1; i < argc; i++) args[at++] = argv[i]; /* what ps shows; denit reads the memfd */
   args[at] = NULL;

@@ -195,6 +195,32 @@ Deno.test("PID 1's private memory with --health within 3 MiB of without, after 2
   );
 });
 
+Deno.test("20,000 fresh connections to /healthz: PID 1's private memory stays within the README's budget", async () => {
+  const port = freePort();
+  const proc = await sleeper(`127.0.0.1:${port}`);
+  try {
+    const request = new TextEncoder().encode("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    const buffer = new Uint8Array(1024);
+    // Eight clients at a time, each connection new: one request, the answer, closed.
+    await Promise.all(Array.from({ length: 8 }, async () => {
+      for (let i = 0; i < 2500; i++) {
+        const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+        await conn.write(request);
+        while ((await conn.read(buffer)) !== null) {
+          // to the server's close
+        }
+        conn.close();
+      }
+    }));
+    const anon = statusValue(proc.child.pid, "RssAnon");
+    // The README's budget for --health: 24Mi in all, ~13 MiB of it at rest.
+    assertOk(anon < 20 * 1024, `RssAnon ${anon} KiB after 20,000 connections`);
+    assertEquals((await get(port, "/healthz")).status, 200);
+  } finally {
+    await proc.stop();
+  }
+});
+
 Deno.test("/status never shows argv or environment of the child", async () => {
   const port = freePort();
   const proc = await sleeper(`127.0.0.1:${port}`, {

@@ -219,3 +219,33 @@ export class Service {
     return status;
   }
 }
+
+export function childrenOf(pid: number): number[] {
+  const all: number[] = [];
+  for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
+    try {
+      const text = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`).trim();
+      if (text !== "") all.push(...text.split(" ").map(Number));
+    } catch {
+      // The thread ended while we looked.
+    }
+  }
+  return all;
+}
+
+export function cmdline(pid: number): string[] {
+  try {
+    return Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
+  } catch {
+    return [];
+  }
+}
+
+/** The job service's host pid: denit's child that runs `job serve` (0 while there is none). */
+export function servicePidOf(denit: number): number {
+  return childrenOf(denit).find((pid) => {
+    const words = cmdline(pid);
+    const at = words.indexOf("job");
+    return at >= 0 && words[at + 1] === "serve";
+  }) ?? 0;
+}
