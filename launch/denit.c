@@ -246,6 +246,11 @@ static pid_t lend_stderr(int *saved) {
       if (ready < 0 && errno == EINTR) continue;
       if (ready <= 0) break; /* told, and the pipe is empty */
       ssize_t n = read(ends[0], buffer, sizeof buffer);
+      if (n == 0 && !copier_told) {
+        /* The pipe ended with no word from denit: the runtime stopped before denit ran. */
+        static const char line[] = "denit: the runtime ended before denit ran (above: what it said)\n";
+        write_all(*saved, line, sizeof line - 1);
+      }
       if (n <= 0 || write_all(*saved, buffer, (size_t)n) != 0) break;
     }
     _exit(0);

@@ -451,7 +451,7 @@ for (const mode of MODES) {
       "sh",
       "-c",
       `grep -E '^(Uid|Gid|Groups|CapEff):' /proc/self/status; echo "home $HOME"; ` +
-      `echo ready; trap 'echo got TERM; exit 5' TERM; sleep 30 & wait`,
+      `trap 'echo got TERM; exit 5' TERM; echo ready; sleep 30 & wait`,
     ]));
     try {
       await proc.waitFor(/^ready$/);

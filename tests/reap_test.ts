@@ -1,7 +1,17 @@
 /** Zombie reaping and the orderly end of leftovers, against the real denit. */
 
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
-import { cleanup, denitArgv, exists, FIXTURES, MODES, run, Running } from "./helpers.ts";
+import {
+  cleanup,
+  denitArgv,
+  denitPid,
+  exists,
+  FIXTURES,
+  killPid,
+  MODES,
+  run,
+  Running,
+} from "./helpers.ts";
 
 for (const mode of MODES) {
   Deno.test(`${mode}: 2,000 orphans are reaped, zero zombies left`, async () => {
@@ -49,6 +59,27 @@ for (const mode of MODES) {
     } finally {
       await proc.stop();
       if (mode === "subreaper") cleanup(pids.slice(1));
+    }
+  });
+
+  Deno.test(`${mode}: leftovers of a stopped child get SIGKILL when --grace ends, and the line says so`, async () => {
+    // The child exits at TERM and leaves a process that ignores it; --grace (a stop is under
+    // way) bounds the leftover, not --kill-after.
+    const script = `trap 'exit 0' TERM; sh -c "trap '' TERM; echo left; exec sleep 60" & wait`;
+    const proc = new Running(
+      denitArgv(mode, ["--grace", "500ms", "--kill-after", "30s", "--", "sh", "-c", script]),
+    );
+    try {
+      await proc.waitFor(/^left$/);
+      killPid(denitPid(proc, mode), "SIGTERM");
+      const status = await proc.status(15_000);
+      assertEquals(status.code, 0, status.stderr);
+      assertMatch(
+        status.stderr,
+        /warn: SIGKILL to leftovers still running at the end of the grace period \(500ms\): \d+ \(sleep\)\n/,
+      );
+    } finally {
+      await proc.stop();
     }
   });
 

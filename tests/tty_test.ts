@@ -86,6 +86,7 @@ Deno.test("on a TTY: what the runtime says before denit runs shows, its cache no
     const broken = await run(["script", "-qec", `${denit} -- true`, "/dev/null"]);
     assertOk(broken.code !== 0, broken.stdout);
     assertOk(broken.stdout.includes("SyntaxError"), broken.stdout);
+    assertOk(broken.stdout.includes("denit: the runtime ended before denit ran"), broken.stdout);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -131,8 +131,11 @@ export type Effect =
   | { readonly type: "time-out"; readonly target: number; readonly term: boolean }
   /** The grace period ran out: SIGKILL to the child's target and to every leftover. */
   | { readonly type: "force-kill"; readonly target: number }
-  /** Each leftover gets `signo` once (a later sweep signals only processes new to it). */
-  | { readonly type: "signal-leftovers"; readonly signo: number }
+  /**
+   * Each leftover gets `signo` once (a later sweep signals only processes new to it); a SIGKILL
+   * says which timer ran out ("kill-after" also for `--kill-after 0` and a forced stop).
+   */
+  | { readonly type: "signal-leftovers"; readonly signo: number; readonly timer?: KillTimer }
   /** `--wait-descendants`: a signal for every remaining descendant, as often as it comes. */
   | { readonly type: "signal-descendants"; readonly signo: number }
   | { readonly type: "finish"; readonly exitCode: number; readonly outcome: Outcome };
@@ -268,7 +271,7 @@ function childExited(
     // already under way keeps its grace timer, which ends them at its expiry.
     return stay({ ...exited, phase: "waiting" }, ...timers);
   }
-  if (forced || policy.killAfterMs === 0) return killing(exited, timers);
+  if (forced || policy.killAfterMs === 0) return killing(exited, "kill-after", timers);
   // A running grace timer stays: it bounds the leftovers' time as it bounded the child's.
   return stay(
     exited,
@@ -278,11 +281,14 @@ function childExited(
   );
 }
 
-function killing(state: Exited, before: readonly Effect[] = []): Step {
+/** The timer whose end sends leftovers SIGKILL. */
+export type KillTimer = "grace" | "kill-after";
+
+function killing(state: Exited, timer: KillTimer, before: readonly Effect[] = []): Step {
   return stay(
     { ...state, phase: "killing" },
     ...before,
-    { type: "signal-leftovers", signo: SIGKILL },
+    { type: "signal-leftovers", signo: SIGKILL, timer },
     { type: "start-timer", timer: "kill", ms: ABANDON_MS },
   );
 }
@@ -378,7 +384,7 @@ function waiting(state: Exited, event: Event, policy: Policy): Step {
       return stay(timedOut, { type: "signal-descendants", signo: SIGTERM }, deadlineTimer(policy));
     }
     case "grace-expired":
-      return killing(state);
+      return killing(state, "grace");
     case "children-gone":
       return stay(
         state,
@@ -403,7 +409,9 @@ function exited(state: Exited, event: Event, policy: Policy): Step {
       );
     case "grace-expired":
     case "kill-timer-expired":
-      if (state.phase === "terminating") return killing(state);
+      if (state.phase === "terminating") {
+        return killing(state, event.type === "grace-expired" ? "grace" : "kill-after");
+      }
       if (event.type === "grace-expired") return stay(state);
       return stay(
         state,

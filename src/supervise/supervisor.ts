@@ -40,6 +40,7 @@ import {
   type Effect,
   type Event,
   INITIAL_STATE,
+  type KillTimer,
   type Outcome,
   type Policy,
   type State,
@@ -165,6 +166,8 @@ export class Supervisor {
   #drainingUntilMs: number | null = null;
   /** The grace period (or a deadline without one) ended in SIGKILL to everything. */
   #forcedKill = false;
+  /** The timer whose end sends leftovers SIGKILL, for its warn line. */
+  #killTimer: KillTimer = "kill-after";
   /** `-w`: reaped orphans, reported; null without it (nothing collected). */
   readonly #reapedLog: ReapedLog | null;
   #zombies: ZombieReport = { total: 0, parents: [] };
@@ -679,7 +682,7 @@ export class Supervisor {
       case "signal-descendants":
         return this.#signalDescendants(effect.signo);
       case "signal-leftovers":
-        return this.#sweep(effect.signo);
+        return this.#sweep(effect.signo, effect.timer);
       case "finish":
         return this.#finish(effect.exitCode, effect.outcome);
     }
@@ -808,7 +811,8 @@ export class Supervisor {
   }
 
   /** A sweep asked by the machine; those that follow reaping are spaced SWEEP_INTERVAL_MS. */
-  #sweep(signo: number): void {
+  #sweep(signo: number, timer?: KillTimer): void {
+    if (timer !== undefined) this.#killTimer = timer;
     const now = performance.now();
     if (now - this.#lastSweepMs < SWEEP_INTERVAL_MS) {
       this.#sweepTimer ??= setTimeout(() => {
@@ -866,7 +870,9 @@ export class Supervisor {
       );
       return;
     }
-    const after = this.#config.killAfterMs === 0
+    const after = this.#killTimer === "grace"
+      ? `at the end of the grace period (${formatDuration(this.#config.graceMs ?? 0)})`
+      : this.#config.killAfterMs === 0
       ? "at once (--kill-after 0)"
       : `after ${formatDuration(this.#config.killAfterMs)}`;
     this.#log.warn(`SIGKILL to leftovers still running ${after}: ${formatProcesses(processes)}`);
