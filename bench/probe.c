@@ -10,6 +10,8 @@
  *                                parent are reparented at once: the drain alone, with SIGUSR1
  *                                round trips through SUP measured while it drains
  *   probe time ARGV...           run ARGV once (stdout to /dev/null): wall time, peak RSS
+ *   probe bomb PROCS             join the cgroup whose cgroup.procs is PROCS, then fork for ever
+ *                                (every process: one that fails at the pids limit tries again)
  *   probe sigchild               (internal) the child of siglat
  *   probe exitchild              (internal) the child of exitlat
  *
@@ -317,7 +319,15 @@ static int time_once(char **argv) {
   return 0;
 }
 
+static int bomb(const char *procs) {
+  FILE *f = fopen(procs, "w");
+  if (f == NULL || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0) die(procs);
+  for (;;) fork();
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "bomb") == 0) return bomb(argv[2]);
   if (argc >= 3 && strcmp(argv[1], "time") == 0) return time_once(argv + 2);
   if (argc >= 2 && strcmp(argv[1], "sigchild") == 0) return sigchild();
   if (argc >= 2 && strcmp(argv[1], "exitchild") == 0) return exitchild();

@@ -84,6 +84,20 @@ export interface Figures {
     floorP99Us?: number;
     floorMaxUs?: number;
   };
+  /** Signal round trips while a fork bomb holds its pids limit (a job of denit's; beside tini). */
+  bombSignals?: {
+    pids: number;
+    runs: number;
+    atLimit?: number;
+    denitMedianUs?: number;
+    denitP99Us?: number;
+    denitLost?: number;
+    /** The same denit with no bomb. */
+    quietMedianUs?: number;
+    quietP99Us?: number;
+    tiniMedianUs?: number;
+    tiniP99Us?: number;
+  };
   /** `docker run --rm IMG /bin/true` with denit as entrypoint and under --init; null: no Docker. */
   docker?: { runs: number; denitMs: number; initMs: number } | null;
   /** What users carry: the image (null: no Docker), `denit init`'s copy, and an init's time. */
@@ -321,6 +335,24 @@ function verdicts(f: Figures): Verdict[] {
             } / ${fixed(js.floorMaxUs ?? NaN)} µs; `
         }${js.denitLost} lost; ${js.jobsRun} jobs run meanwhile`,
         met: js.denitP99Us <= js.tiniP99Us + 1000 && js.denitLost === 0,
+      });
+    }
+    const b = f.bombSignals;
+    if (b !== undefined && b.denitP99Us !== undefined) {
+      const quiet = b.quietP99Us ?? NaN;
+      const tini = b.tiniP99Us ?? NaN;
+      out.push({
+        target:
+          `job service: signals to the main child beside a fork-bombing job (${b.pids} pids): p99 within 2x tini's beside the same bomb, or within 2x denit's own without it (where that is more), none lost`,
+        measured: `denit median ${fixed(b.denitMedianUs ?? NaN)} µs, p99 ${
+          fixed(b.denitP99Us)
+        } µs; without the bomb ${fixed(b.quietMedianUs ?? NaN)} / ${fixed(quiet)} µs; tini ${
+          fixed(b.tiniMedianUs ?? NaN)
+        } / ${fixed(tini)} µs; ${b.denitLost ?? NaN} lost; the bomb at its limit in ${
+          b.atLimit ?? 0
+        } of ${2 * b.runs} runs`,
+        met: b.denitP99Us <= 2 * Math.max(tini, quiet) && b.denitLost === 0 &&
+          b.atLimit === 2 * b.runs,
       });
     }
     if (j.anonOffKiB !== undefined && j.anonIdleKiB !== undefined) {

@@ -883,6 +883,116 @@ async function jobsSignals(
   };
 }
 
+/** The pids limit of the fork bomb in the signals-beside-a-bomb figures. */
+const BOMB_PIDS = 100;
+
+/** Makes a v1 pids cgroup limited to BOMB_PIDS; null where there is none to make. */
+function bombCgroup(tag: string): string | null {
+  const dir = `/sys/fs/cgroup/pids/denit-bench-bomb-${tag}`;
+  try {
+    Deno.mkdirSync(dir);
+    Deno.writeTextFileSync(`${dir}/pids.max`, String(BOMB_PIDS));
+    return dir;
+  } catch {
+    return null;
+  }
+}
+
+/** Kills every process of `dir` until none is left (a bomb refills what it can), then removes it. */
+function endBomb(dir: string): void {
+  const deadline = performance.now() + 20_000;
+  while (performance.now() < deadline) {
+    const pids = Deno.readTextFileSync(`${dir}/cgroup.procs`).split("\n").filter(Boolean);
+    if (pids.length === 0) {
+      try {
+        Deno.removeSync(dir);
+        return;
+      } catch {
+        continue; // the last ones are still leaving
+      }
+    }
+    for (const pid of pids) {
+      try {
+        Deno.kill(Number(pid), "SIGKILL");
+      } catch {
+        // gone already
+      }
+    }
+  }
+  throw new Error(`the bomb in ${dir} outlived 20 s of SIGKILLs`);
+}
+
+/**
+ * Signals to the main child while a fork bomb (`probe bomb`: every process forks for ever, and
+ * tries again at the limit) holds its pids limit: under denit the bomb is a job
+ * of its own service (`denit job run`); beside tini it is a sibling process; "quiet" is the same
+ * denit with no bomb (what the JavaScript path costs on its own). The signals start once the bomb
+ * is at its limit (PROBE_SETTLE_MS is long enough for that; counted).
+ */
+async function bombSignals(
+  count: number,
+  repeats: number,
+): Promise<Exclude<Figures["bombSignals"], undefined>> {
+  log(`signals beside a fork bomb at ${BOMB_PIDS} pids: ${count} signals, ${repeats} rounds`);
+  type Runner = "denit" | "quiet" | "tini";
+  const runs: Record<Runner, Array<Record<string, number>>> = { denit: [], quiet: [], tini: [] };
+  const dir = await Deno.makeTempDir({ prefix: "denit-bench-bomb-" });
+  let atLimit = 0;
+  try {
+    for (let round = 0; round < repeats; round++) {
+      for (const name of shuffled(["denit", "quiet", "tini"] as const)) {
+        const tag = `${name}-${round}-${Deno.pid}`;
+        const cgroup = bombCgroup(tag);
+        if (cgroup === null) return { pids: BOMB_PIDS, runs: 0 };
+        const socket = `${dir}/${tag}.sock`;
+        const sup = name === "tini"
+          ? SUPERVISORS.tini
+          : [DENIT, "-s", "--jobs-socket", socket, "--jobs-spool", `${dir}/${tag}-spool`, "--"];
+        const bomb = [PROBE, "bomb", `${cgroup}/cgroup.procs`];
+        if (name === "tini") new Deno.Command(PROBE, { args: bomb.slice(1) }).spawn();
+        const measured = new Deno.Command(PROBE, {
+          args: ["siglat", String(count), ...sup],
+          env: { PROBE_SETTLE_MS: "3000" },
+          stdout: "piped",
+          stderr: "null",
+        }).spawn();
+        const job = ["job", "--socket", socket, "--wait", "2s", "run", "--", ...bomb];
+        for (let tries = 0; name === "denit" && tries < 10; tries++) {
+          const run = new Deno.Command(DENIT, { args: job, stdout: "null", stderr: "null" });
+          if ((await run.output()).success) break;
+        }
+        const full = () =>
+          Number(Deno.readTextFileSync(`${cgroup}/pids.current`).trim()) >= BOMB_PIDS - 5;
+        for (
+          const by = performance.now() + 2000;
+          name !== "quiet" && !full() && performance.now() < by;
+        ) {
+          await new Promise((done) => setTimeout(done, 10));
+        }
+        if (name !== "quiet" && full()) atLimit++;
+        const out = new TextDecoder().decode((await measured.output()).stdout).trim();
+        endBomb(cgroup);
+        runs[name].push(JSON.parse(out));
+      }
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  const of = (name: Runner, key: string) => median(runs[name].map((r) => r[key] ?? NaN));
+  return {
+    pids: BOMB_PIDS,
+    runs: repeats,
+    atLimit,
+    denitMedianUs: of("denit", "median_us"),
+    denitP99Us: of("denit", "p99_us"),
+    denitLost: runs.denit.reduce((sum, r) => sum + (r.lost ?? NaN), 0),
+    quietMedianUs: of("quiet", "median_us"),
+    quietP99Us: of("quiet", "p99_us"),
+    tiniMedianUs: of("tini", "median_us"),
+    tiniP99Us: of("tini", "p99_us"),
+  };
+}
+
 async function jobsFigures(runs: number, mebibytes: number): Promise<Figures["jobs"]> {
   log(`job service: ${runs} runs, FollowIO of ${mebibytes} MiB, 100 running jobs`);
   return await jobsBench(
@@ -941,6 +1051,7 @@ const figures: Figures = {
   copyMemory: copyMemory(QUICK ? 20_000 : 200_000),
   jobs: await jobsFigures(QUICK ? 50 : 300, QUICK ? 32 : 64),
   jobsSignals: await jobsSignals(QUICK ? 300 : 1000, QUICK ? 1 : 3),
+  bombSignals: await bombSignals(QUICK ? 300 : 1000, QUICK ? 1 : 3),
   docker: dockerRun(QUICK ? 3 : 10),
   sizes: sizes(QUICK ? 3 : 10),
   seconds: 0,

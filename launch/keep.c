@@ -3,7 +3,7 @@
  * the keeper of one job, started by the job service (src/jobs/service.ts), in C so that it costs
  * almost nothing and needs no runtime. It leaves the service at once (a process of its own,
  * which the service's death does not touch: denit, PID 1 or subreaper, adopts it) and is the
- * job's parent for the job's whole life. It starts ARGV in a process group of its own (every signal at its default,
+ * job's parent for the job's whole life, and the subreaper of its descendants (it reaps them). It starts ARGV in a process group of its own (every signal at its default,
  * none blocked, stdin from /dev/null), moves its stdout and stderr from pipes into DIR/SEQ.out and
  * DIR/SEQ.err (both together at most CAP bytes; what comes beyond is read and dropped), reaps
  * it, and records what happened in DIR/SEQ.state, a file replaced whole at each change:
@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -182,6 +183,9 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
   sigaddset(&wanted, SIGUSR1);
   sigprocmask(SIG_BLOCK, &wanted, NULL);
   int sfd = signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK);
+  /* The job's orphans come here, not to denit: a job that forks and exits in a loop costs
+   * PID 1 nothing. Not every kernel interface has it (qemu-user): the keeper goes on without. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
   long long oom_before = oom_kills();
   struct state s = {.pid = fork(), .keeper = getpid(), .exit_code = -1};
   if (s.pid < 0) return 125;
@@ -229,7 +233,9 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
       if (info.ssi_signo == SIGUSR1 && deadline < 0) deadline = cancel(s.pid);
     }
     int status;
-    if (!reaped && waitpid(s.pid, &status, WNOHANG) == s.pid) {
+    pid_t gone;
+    while ((gone = waitpid(-1, &status, WNOHANG)) > 0) {
+      if (gone != s.pid) continue; /* an orphan of the job's, adopted: reaped here */
       reaped = 1;
       s.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
       s.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;

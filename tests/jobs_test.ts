@@ -17,11 +17,13 @@ import {
   freePort,
   listeningSocketsOf,
   MODES,
+  processState,
   rawHttp,
   run,
   Running,
 } from "./helpers.ts";
 import { JOBS_PROTO } from "../src/jobs/proto.ts";
+import { descendants } from "../src/supervise/leftovers.ts";
 import {
   call,
   client,
@@ -443,6 +445,31 @@ Deno.test("jobs: /status shows the counts, /metrics the counters by outcome and 
       ),
       ["1", "1", "1"],
     );
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("jobs: a job's orphans are reaped by its keeper, not by PID 1, and none is left a zombie", async () => {
+  const port = freePort();
+  const s = await new Service("pid1", ["--health-addr", `127.0.0.1:${port}`]).ready();
+  try {
+    const reaped = async () => {
+      const text = await rawHttp(port, "GET /metrics HTTP/1.0\r\n\r\n", { timeoutMs: 3000 });
+      return Number(/^denit_zombies_reaped_total (\d+)$/m.exec(text)?.[1] ?? NaN);
+    };
+    const before = await reaped();
+    // 200 orphans: each subshell starts a sleep and exits at once, leaving it to the nearest
+    // subreaper. The job waits until all of them ended (none of its group left but itself).
+    const line = "i=0; while [ $i -lt 200 ]; do (sleep 0.2 &); i=$((i+1)); done; " +
+      "while pgrep -g $$ sleep >/dev/null; do sleep 0.05; done";
+    await call<Job>((cb) => s.client.Run({ id: "orphans", argv: ["sh", "-c", line] }, cb));
+    const job = await finished(s.client, "orphans");
+    assertEquals([job.status, job.exitCode], ["SUCCEEDED", 0]);
+    const after = await reaped();
+    assertOk(after - before < 10, `PID 1 reaped ${after - before} processes for one job`);
+    const zombies = descendants(s.pid).filter((pid) => processState(pid) === "Z");
+    assertEquals(zombies, []);
   } finally {
     await s.stop();
   }

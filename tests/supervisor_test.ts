@@ -163,7 +163,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
       stopped: true,
     },
     [
-      { type: "signal-leftovers", signo: 9 },
+      { type: "signal-leftovers", signo: 9, timer: "kill-after" },
       { type: "start-timer", timer: "kill", ms: ABANDON_MS },
     ],
   ],
@@ -174,7 +174,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     POLICY,
     { ...EXITED, phase: "killing" },
     [
-      { type: "signal-leftovers", signo: 9 },
+      { type: "signal-leftovers", signo: 9, timer: "grace" },
       { type: "start-timer", timer: "kill", ms: ABANDON_MS },
     ],
   ],
@@ -237,7 +237,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
       phase: "killing",
     },
     [
-      { type: "signal-leftovers", signo: 9 },
+      { type: "signal-leftovers", signo: 9, timer: "kill-after" },
       { type: "start-timer", timer: "kill", ms: ABANDON_MS },
     ],
   ],
@@ -253,7 +253,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     ...EXITED,
     phase: "killing",
   }, [
-    { type: "signal-leftovers", signo: 9 },
+    { type: "signal-leftovers", signo: 9, timer: "kill-after" },
     { type: "start-timer", timer: "kill", ms: ABANDON_MS },
   ]],
   [
@@ -536,7 +536,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     ...WAITING,
     phase: "killing",
   }, [
-    { type: "signal-leftovers", signo: 9 },
+    { type: "signal-leftovers", signo: 9, timer: "grace" },
     { type: "start-timer", timer: "kill", ms: ABANDON_MS },
   ]],
 ];
