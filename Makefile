@@ -11,7 +11,7 @@ export DENO_DIR := $(DENO_HOME)/cache
 export DENO_NO_UPDATE_CHECK := 1
 SOURCES := $(shell find mod.ts features.ts src -name '*.ts')
 
-.PHONY: setup bundle demo test fmt lint check clean rootfs bench image
+.PHONY: setup bundle demo test fmt lint check clean rootfs bench image bundle-arm64 rootfs-arm64 image-arm64
 
 setup: $(DENO)
 
@@ -68,6 +68,42 @@ ENGINE ?= $(shell command -v docker >/dev/null && docker info >/dev/null 2>&1 &&
 image: rootfs
 	$(ENGINE) build -q -t denit -f launch/rootfs.Dockerfile dist/rootfs
 
+# arm64 from an x86_64 machine: the registry's aarch64 runtime, the launcher cross-built
+# (gcc-aarch64-linux-gnu), the same bundles, laid out in dist/arm64/ as dist/ is. The image
+# `denit:arm64` runs where qemu-user is registered with binfmt_misc (tests/arm64_test.ts).
+DENO_ARM64 := $(DENO_HOME)/bin/deno-$(DENO_VERSION)-arm64
+ARM64_FORM := dist/arm64/denit dist/arm64/deno $(addprefix dist/arm64/,denit.js denit-features.js denit-jobs.js)
+bundle-arm64: $(ARM64_FORM)
+
+$(DENO_ARM64):
+	@command -v npm >/dev/null || { echo "make: npm is needed to fetch Deno" >&2; exit 1; }
+	mkdir -p $(DENO_HOME)/npm-arm64 $(DENO_HOME)/bin
+	cd $(DENO_HOME)/npm-arm64 && echo '{"private":true}' > package.json && \
+	  npm install --no-audit --no-fund --ignore-scripts --loglevel=error --force --cpu=arm64 \
+	    @deno/linux-arm64-glibc@$(DENO_VERSION)
+	cp $(DENO_HOME)/npm-arm64/node_modules/@deno/linux-arm64-glibc/deno $@.tmp
+	chmod 755 $@.tmp && mv $@.tmp $@
+
+dist/arm64/denit: $(wildcard launch/*.c launch/*.h)
+	@command -v aarch64-linux-gnu-gcc >/dev/null || { echo "make: gcc-aarch64-linux-gnu builds the arm64 launcher" >&2; exit 1; }
+	mkdir -p dist/arm64
+	aarch64-linux-gnu-gcc -O2 -Wall -Wextra -Werror -static -o $@.tmp launch/*.c
+	mv $@.tmp $@
+
+dist/arm64/deno: $(DENO_ARM64)
+	mkdir -p dist/arm64
+	ln -f $< $@ 2>/dev/null || cp $< $@
+
+dist/arm64/%.js: dist/%.js
+	mkdir -p dist/arm64
+	ln -f $< $@ 2>/dev/null || cp $< $@
+
+rootfs-arm64: bundle-arm64
+	$(DENO) run --allow-all --no-config fixtures/rootfs.ts denit dist/arm64/rootfs dist/arm64
+
+image-arm64: rootfs-arm64
+	$(ENGINE) build -q --platform linux/arm64 -t denit:arm64 -f launch/rootfs.Dockerfile dist/arm64/rootfs
+
 # Installs the baselines and tools it needs, then measures everything in one run (about 10 min).
 bench: rootfs
 	@command -v tini >/dev/null && command -v dumb-init >/dev/null && command -v catatonit >/dev/null \
@@ -90,7 +126,9 @@ lint: $(DENO)
 check: $(DENO)
 	$(DENO) check mod.ts features.ts src/ tests/ fixtures/ bench/
 
-test: setup bundle rootfs fmt lint check
+# The arm64 lane (tests/arm64_test.ts) needs the aarch64 runtime; its image test, the launcher.
+ARM64_LANE := $(DENO_ARM64) $(if $(shell command -v aarch64-linux-gnu-gcc),rootfs-arm64)
+test: setup bundle rootfs $(ARM64_LANE) fmt lint check
 	$(DENO) test --allow-all --no-prompt tests/
 
 clean:

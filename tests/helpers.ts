@@ -9,10 +9,11 @@ export const DENO = `${ROOT}dist/deno`;
 export const FIXTURES = `${ROOT}fixtures`;
 /**
  * The denit under test, the one place every process-level test takes it from: the form users
- * run, dist/denit (the launcher, with the runtime and the bundles beside it, as in the image).
- * No shell in between (a shell would add PWD).
+ * run, dist/denit (the launcher, with the runtime and the bundles beside it, as in the image),
+ * or the launcher LANE_DENIT names (the aarch64 lane's, tests/arm64_test.ts). No shell in
+ * between (a shell would add PWD).
  */
-export const DENIT: readonly string[] = [`${ROOT}dist/denit`];
+export const DENIT: readonly string[] = [Deno.env.get("LANE_DENIT") ?? `${ROOT}dist/denit`];
 
 /**
  * A copy of the form in `dir`: the launcher and the bundles named (the runtime linked), so that

@@ -79,9 +79,13 @@ Deno.test("struct layouts and constants match this machine's C library", async (
   const dir = await Deno.makeTempDir({ prefix: "denit-layout-" });
   try {
     await Deno.writeTextFile(`${dir}/layout.c`, PROGRAM);
-    const built = await run(["gcc", "-O0", "-o", `${dir}/layout`, `${dir}/layout.c`]);
+    // Under emulation (the aarch64 lane) the reference is built for the runtime's machine too.
+    const emulated = Deno.env.get("LANE_EMULATED") !== undefined;
+    const cc = emulated ? [`${Deno.build.arch}-linux-gnu-gcc`, "-static"] : ["gcc"];
+    const built = await run([...cc, "-O0", "-o", `${dir}/layout`, `${dir}/layout.c`]);
     assertEquals(built.code, 0, built.stderr);
-    const c = JSON.parse((await run([`${dir}/layout`])).stdout);
+    const runner = emulated ? [`qemu-${Deno.build.arch}-static`] : [];
+    const c = JSON.parse((await run([...runner, `${dir}/layout`])).stdout);
     assertEquals(SPAWNATTR_BYTES, c.spawnattr);
     assertEquals(FILE_ACTIONS_BYTES, c.fileActions);
     assertEquals(SIGSET_BYTES, c.sigset);

@@ -11,7 +11,7 @@ import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
 import type { SnapshotSource, SupervisorSettings } from "../common/snapshot.ts";
 import { type Launch, restoreEnvironment } from "../sys/launch.ts";
-import { blockedSignals, SignalReader } from "../sys/signals.ts";
+import { blockedSignals, SignalReader, unblockable } from "../sys/signals.ts";
 import { READ_SIGNALS } from "./signals.ts";
 import { signalName } from "../common/signals.ts";
 import { VERSION } from "../common/version.ts";
@@ -92,8 +92,10 @@ export async function superviseMain(
     printOut(`denit ${VERSION} (deno ${Deno.version.deno})`);
     return ExitCode.OK;
   }
+  // A signal the launcher left unblocked means no launcher, unless this thread cannot block it.
   const blocked = blockedSignals();
-  if (launch === null || !READ_SIGNALS.every((signo) => blocked.has(signo))) {
+  const open = READ_SIGNALS.filter((signo) => !blocked.has(signo));
+  if (launch === null || open.length !== unblockable(open).length) {
     printErr(
       "denit: started without its launcher, which blocks the signals denit forwards before " +
         "the runtime starts: run the denit executable (the image's /denit, dist/denit), not " +

@@ -34,6 +34,16 @@ export function blockedSignals(): Set<number> {
   return blocked;
 }
 
+/**
+ * Of `signos`, those this thread cannot block: they stay unblocked after SIG_BLOCK. An emulator
+ * (qemu-user keeps the last two real-time signals for itself) cannot deliver them either.
+ */
+export function unblockable(signos: readonly number[]): number[] {
+  libc.pthread_sigmask(SIG_BLOCK, signalSet(signos), null);
+  const blocked = blockedSignals();
+  return signos.filter((signo) => !blocked.has(signo));
+}
+
 /** A signalfd over a set of blocked signals. */
 export class SignalReader {
   readonly #fd: number;
