@@ -287,7 +287,15 @@ int main(int argc, char **argv) {
   snprintf(deno, sizeof deno, "%s/deno", self);
   snprintf(bundle, sizeof bundle, "%s/denit.js", self);
   /* Checked here: once stderr is lent to /dev/null, the runtime could not say it. */
-  if (access(deno, X_OK) != 0) return fail("cannot start the runtime", deno);
+  if (access(deno, X_OK) != 0) {
+    /* The launcher alone: an engine's one-file init (docker run --init, podman --init-path). */
+    fprintf(stderr,
+            "denit: cannot start the runtime %s: %s; denit is this launcher with the runtime "
+            "and bundles beside it: run the image's /denit or DIR/denit of `denit init DIR`, "
+            "not the launcher alone\n",
+            deno, strerror(errno));
+    return 125;
+  }
   if (access(bundle, R_OK) != 0) return fail("cannot read", bundle);
   int saved_stderr = -1;
   pid_t relay = -1;

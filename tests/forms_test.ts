@@ -56,3 +56,19 @@ Deno.test({
     }
   },
 });
+
+Deno.test("the launcher alone (an engine's one-file init) exits 125 with one line that points the way", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-alone-" });
+  try {
+    await Deno.copyFile(DENIT[0] ?? "", `${dir}/init`);
+    await Deno.chmod(`${dir}/init`, 0o755);
+    const result = await run([`${dir}/init`, "--", "true"]);
+    assertEquals(result.code, 125);
+    assertMatch(
+      result.stderr,
+      /^denit: cannot start the runtime .*\/deno: No such file or directory; denit is this launcher with the runtime and bundles beside it: run the image's \/denit or DIR\/denit of `denit init DIR`, not the launcher alone\n$/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

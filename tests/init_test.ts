@@ -43,3 +43,48 @@ Deno.test("init: the runnable denit and --with files; the copy supervises", asyn
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+const STRACE = new Deno.Command("strace", { args: ["-V"], stdout: "null" }).outputSync().success;
+
+async function digest(path: string): Promise<string> {
+  const bytes = new Uint8Array(await crypto.subtle.digest("SHA-256", await Deno.readFile(path)));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+Deno.test({
+  name:
+    "init: a run killed halfway leaves no file half-written under its name; the next completes DEST, the one after changes nothing",
+  ignore: !STRACE, // strace kills the run at a chosen system call
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-init-" });
+    const dest = `${dir}/shared`;
+    const form = ["denit", "denit-features.js", "denit-jobs.js", "denit.js", "deno"];
+    const from = DENIT[0]?.slice(0, DENIT[0].lastIndexOf("/")) ?? "";
+    try {
+      // SIGKILL at the second copy_file_range: one file written, the next one half-way.
+      const killed = await run([
+        ...["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=copy_file_range"],
+        ...["-e", "inject=copy_file_range:signal=SIGKILL:when=2", ...DENIT, "init", dest],
+      ]);
+      assertEquals(killed.code, 137, killed.stderr);
+      const left = names(dest);
+      assertOk(left.some((name) => /^\.denit-[0-9a-f]{12}$/.test(name)), left.join(" "));
+      const written = left.filter((name) => form.includes(name));
+      assertOk(written.length < form.length, left.join(" "));
+      for (const name of written) {
+        assertEquals(await digest(`${dest}/${name}`), await digest(`${from}/${name}`), name);
+      }
+      const again = await run([...DENIT, "init", dest]);
+      assertEquals(again.code, 0, again.stderr);
+      assertEquals(names(dest), form);
+      for (const name of form) {
+        assertEquals(await digest(`${dest}/${name}`), await digest(`${from}/${name}`), name);
+      }
+      const third = await run([...DENIT, "init", dest]);
+      assertEquals(third.code, 0, third.stderr);
+      assertMatch(third.stderr, /0 files, .*; 5 unchanged/);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

@@ -32,10 +32,11 @@ const files = [...Deno.readDirSync(`${FIXTURES}/k8s`)].map((e) => e.name).filter
   n.endsWith(".yaml")
 );
 
-Deno.test("there are three Kubernetes examples", () => {
+Deno.test("there are four Kubernetes examples", () => {
   assertEquals(files.sort(), [
     "pod-arc-runner.yaml",
     "pod-entrypoint.yaml",
+    "pod-image-volume.yaml",
     "pod-init-container.yaml",
   ]);
 });
@@ -44,7 +45,7 @@ interface PodSpec {
   terminationGracePeriodSeconds?: number;
   initContainers?: ContainerShape[];
   containers: ContainerShape[];
-  volumes?: Array<{ name: string; emptyDir?: unknown }>;
+  volumes?: Array<{ name: string; emptyDir?: unknown; image?: { reference: string } }>;
 }
 
 /** The signals every denit treats as a stop without --stop-signal. */
@@ -128,13 +129,16 @@ function checkPod(doc: Record<string, unknown>, requireDenit: boolean): void {
       assertOk(["/healthz", "/livez", "/readyz"].includes(probe.httpGet.path));
     }
     if (exe !== "/denit") {
-      // A copied denit: it must live on a volume an init container filled.
+      // A copied denit: on a volume an init container filled, or denit's image as a volume.
       const mount = container.volumeMounts?.find((m) => exe.startsWith(`${m.mountPath}/`));
       assertOk(mount !== undefined, `${exe} is on no volume`);
+      const image = spec.volumes?.find((v) => v.name === mount.name)?.image;
       assertOk(
-        (spec.initContainers ?? []).some((init) =>
-          init.volumeMounts?.some((m) => m.name === mount.name)
-        ),
+        image?.reference.includes("denit") ||
+          (spec.initContainers ?? []).some((init) =>
+            init.volumeMounts?.some((m) => m.name === mount.name)
+          ),
+        `${exe}: its volume is neither denit's image nor filled by an init container`,
       );
     }
   }
