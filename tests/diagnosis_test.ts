@@ -181,6 +181,45 @@ async function withMemoryCgroup(mib: number, fn: (cgroup: string) => Promise<voi
 }
 
 Deno.test({
+  name:
+    "an in-place resize: /status shows the limit as it is now, and the OOM line names the limit at the kill",
+  ignore: MEMORY_V1 === null,
+  fn: async () => {
+    await withMemoryCgroup(512, async (cgroup) => {
+      const go = `${await Deno.makeTempDir({ prefix: "denit-resize-" })}/go`;
+      const hog =
+        "a = []\nwhile True:\n    b = bytearray(16 << 20)\n    b[::4096] = b'x' * 4096\n" +
+        "    a.append(b)\n";
+      const child = `echo ready; while [ ! -e ${go} ]; do sleep 0.05; done; ` +
+        `exec python3 -c "${hog}"`;
+      const port = freePort();
+      const proc = new Running([
+        ...inCgroup(cgroup),
+        ...[...DENIT, "-s", "--health-addr", `127.0.0.1:${port}`, "--", "sh", "-c", child],
+      ]);
+      try {
+        await proc.waitFor(/^ready$/);
+        const limit = async () => {
+          const text = await rawHttp(port, "GET /status HTTP/1.0\r\n\r\n", { timeoutMs: 3000 });
+          return JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).memory.limitBytes;
+        };
+        assertEquals(await limit(), 512 * 1024 * 1024);
+        // The resize, as the kubelet does it: the cgroup's limit changes under the running denit.
+        await Deno.writeTextFile(`${cgroup}/memory.limit_in_bytes`, String(200 * 1024 * 1024));
+        assertEquals(await limit(), 200 * 1024 * 1024);
+        await Deno.writeTextFile(go, "");
+        const result = await proc.status(30_000);
+        assertEquals(result.code, 137, result.stderr);
+        assertMatch(result.stderr, /the kernel's OOM killer \(memory limit 200 MiB\) cause=oom/);
+      } finally {
+        await proc.stop();
+        await Deno.remove(go.slice(0, -3), { recursive: true });
+      }
+    });
+  },
+});
+
+Deno.test({
   name: "the runtime's idle code pages are dropped under a memory limit, and left without one",
   ignore: MEMORY_V1 === null,
   fn: async () => {

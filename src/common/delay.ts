@@ -1,7 +1,7 @@
 /**
  * A delay that costs nothing to start: `Atomics.waitAsync` with a timeout on a cell nobody
- * notifies. Deno 2.9.1 loads its timer code on the first `setTimeout`/`setInterval` of a
- * process (about 6 ms, measured), which a background task such as the zombie scan would add to
+ * notifies. Deno loads its timer code on the first `setTimeout`/`setInterval` of a process
+ * (bench/NOTES.md), which a background task such as the zombie scan would add to
  * every run of denit, however short. Like an unref'd timer, a pending delay keeps nothing alive.
  */
 

@@ -33,6 +33,11 @@ export function runDirectory(spool: string, pid: number): string {
 
 /** The run directory's file of job counts (JSON, a JobCounts), written by the service. */
 export const COUNTS_FILE = "counts.json";
+/**
+ * Made in the run's directory when denit starts to stop, before the stop reaches the main child:
+ * the service reads it at each Run, so that no Run slips in ahead of the signal that says so.
+ */
+export const STOPPING_FILE = "stopping";
 
 /** Links followed on one walk before it is called a loop (the kernel's MAXSYMLINKS). */
 const MAX_LINKS = 40;

@@ -10,7 +10,7 @@ import type { ReadyCheck } from "./ready.ts";
 /** The supervisor's state names, as /status reports them. */
 export type StateName = "starting" | "running" | "stopping" | "exited";
 
-/** The container's memory cgroup, read once at start. */
+/** The container's memory cgroup: the version and oom.group read at start, the limit when asked. */
 export interface MemoryFacts {
   readonly cgroup: 1 | 2;
   /** The limit in bytes; null: none. */

@@ -1,7 +1,7 @@
 /**
  * POSIX path helpers: the few that copy mode needs, in place of node:path (or @std/path, which
  * cannot be installed here). Importing node:path would load Deno's whole Node compatibility
- * layer into every denit at start (about 10 MB resident); these cost nothing.
+ * layer into every denit at start; these cost nothing.
  */
 
 /** Collapses "//", "/./" and "/x/../"; keeps a leading "/". */

@@ -10,6 +10,7 @@ import { signalName } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
 import { Job, JOB_OUTPUT_CAP, type JobRecord, JobTable } from "./store.ts";
+import { STOPPING_FILE } from "../common/job_paths.ts";
 
 /** Cancel's default time between TERM and KILL. */
 export const DEFAULT_CANCEL_GRACE_MS = 10_000;
@@ -166,6 +167,16 @@ export class JobService {
     this.#stopping = true;
   }
 
+  /** denit marked its stop in the run's directory (its SIGUSR2 may still be on its way). */
+  #stopMarked(): boolean {
+    try {
+      Deno.lstatSync(`${this.#dir}/${STOPPING_FILE}`);
+      return this.#stopping = true;
+    } catch {
+      return false;
+    }
+  }
+
   /** Follows the run's directory: each change the keepers make reaches the jobs' waiters. */
   async watch(): Promise<void> {
     for await (const event of Deno.watchFs(this.#dir, { recursive: false })) {
@@ -211,7 +222,9 @@ export class JobService {
       await existing.started.promise;
       return jobMessage(existing);
     }
-    if (this.#stopping) throw new JobsError("UNAVAILABLE", "denit is stopping: no new jobs");
+    if (this.#stopping || this.#stopMarked()) {
+      throw new JobsError("UNAVAILABLE", "denit is stopping: no new jobs");
+    }
     if (argv.length === 0 || argv[0] === "") {
       throw new JobsError("INVALID_ARGUMENT", "argv is empty: name the program to run");
     }

@@ -15,6 +15,7 @@ import {
   prepareSocketPath,
   prepareTrustedDirectory,
   runDirectory,
+  STOPPING_FILE,
 } from "../common/job_paths.ts";
 import type { Logger } from "../common/log.ts";
 import { signalName, SIGTERM } from "../common/signals.ts";
@@ -215,6 +216,12 @@ export class JobHost {
   stopping(): void {
     if (this.#stopping) return;
     this.#stopping = true;
+    try {
+      const dir = runDirectory(this.#settings.spool, Deno.pid);
+      Deno.writeFileSync(`${dir}/${STOPPING_FILE}`, new Uint8Array(), { mode: 0o600 });
+    } catch {
+      // A full or read-only spool: the signal below still says it.
+    }
     if (this.#servicePid > 0) sendSignal(this.#servicePid, SIGUSR2);
   }
 

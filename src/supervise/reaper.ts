@@ -33,7 +33,7 @@ export interface ReapRound {
 
 /**
  * How many statuses one round collects before the event loop turns again (signals, timers and
- * health requests wait that long): about 2 µs each, so a round stays well under a millisecond.
+ * health requests wait that long): each is cheap, so a round stays short.
  */
 export const REAP_BATCH = 128;
 

@@ -185,7 +185,6 @@ export class Supervisor {
    */
   #oomKillsBefore: number | null = null;
   /** The memory cgroup's limit (bytes); null: none, or no memory cgroup found. */
-  #memoryLimit: number | null = null;
   #memoryFacts: MemoryFacts | null = null;
   #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
   #exitedAtMs: number | null = null;
@@ -253,7 +252,9 @@ export class Supervisor {
       deadlineAtMs: this.#startedAtMs === null || this.#config.timeoutMs === null
         ? null
         : this.#startedAtMs + this.#config.timeoutMs,
-      memory: this.#memoryFacts,
+      memory: this.#memoryFacts === null
+        ? null
+        : { ...this.#memoryFacts, limitBytes: this.#memoryLimit() },
       jobs: this.#jobs?.counts() ?? null,
     });
   }
@@ -301,7 +302,7 @@ export class Supervisor {
     if (this.#memory !== null) {
       this.#memoryFacts = Object.freeze({
         cgroup: this.#memory.version,
-        limitBytes: this.#memoryLimit,
+        limitBytes: this.#memoryLimit(),
         oomGroup,
       });
     }
@@ -375,11 +376,10 @@ export class Supervisor {
 
   /**
    * What need not wait for the child, done as soon as it runs (while it starts up): the
-   * descriptors held back and the memory cgroup's limit.
+   * descriptors held back and the memory cgroup's facts.
    */
   #settle(): void {
     this.#reserve = openReserve();
-    this.#memoryLimit = this.#memory === null ? null : readMemoryLimit(this.#memory);
     this.#noteOomGroup();
   }
 
@@ -440,6 +440,11 @@ export class Supervisor {
     }
   }
 
+  /** The memory cgroup's limit as it is now (an in-place resize changes it); null: none. */
+  #memoryLimit(): number | null {
+    return this.#memory === null ? null : readMemoryLimit(this.#memory);
+  }
+
   /** Memory is short (the job service was OOM-killed): the runtime's idle code pages go now. */
   relieveMemory(): void {
     void this.#dropCodePages(true);
@@ -451,7 +456,7 @@ export class Supervisor {
    */
   async #dropCodePages(urgent = false): Promise<void> {
     // Only under a memory limit: without one there is no OOM killer's choice to steer.
-    if (this.#finished || !(urgent || this.#memoryLimit !== null)) return;
+    if (this.#finished || !(urgent || this.#memoryLimit() !== null)) return;
     try {
       // Loaded on first use: a run shorter than DROP_AFTER_START_MS never pays for it.
       const memory = await (this.#pages ??= import("../sys/memory.ts"));
@@ -706,7 +711,7 @@ export class Supervisor {
   }
 
   #cancelTimer(name: TimerName): void {
-    // Only when one is set: the first clearTimeout() loads Deno's timer code (about 6 ms),
+    // Only when one is set: the first clearTimeout() loads Deno's timer code (common/delay.ts),
     // which would sit between the child's exit and denit's.
     const cancel = this.#timers.get(name);
     if (cancel === undefined) return;
@@ -725,8 +730,8 @@ export class Supervisor {
       });
     };
     if (name === "deadline") {
-      // Started with the child: a quiet delay, not a timer (the first setTimeout of a run costs
-      // about 6 ms, common/delay.ts). It keeps nothing alive, and needs not: the child runs
+      // Started with the child: a quiet delay, not a timer (the first setTimeout of a run loads
+      // Deno's timer code, common/delay.ts). It keeps nothing alive, and needs not: the child runs
       // until the deadline, and the reaper's wait keeps denit alive meanwhile.
       let cancelled = false;
       this.#timers.set(name, () => cancelled = true);

@@ -93,7 +93,7 @@ async function writeInto(path: string, bytes: Uint8Array): Promise<void> {
 /**
  * The default file: absent (or not a file), empty, or written by the child. Outside Kubernetes
  * it is absent, and access(2) says so without the exception a failed Deno.statSync throws
- * (which costs about 0.6 ms on every exit).
+ * (measurable on every exit: bench/NOTES.md).
  */
 function defaultLogState(path: string): "absent" | "empty" | "written" {
   if (!pathExists(path)) return "absent";

@@ -23,7 +23,7 @@ export const ZOMBIE_WARN_EVERY_MS = 60_000;
 export const REAPED_LINES_PER_SECOND = 5;
 /** A scan reads at most this many processes' /proc/PID/stat (a bound on its cost). */
 export const ZOMBIE_SCAN_LIMIT = 4096;
-/** Processes read between two turns of the event loop (about 1 ms of reads). */
+/** Processes read between two turns of the event loop. */
 export const ZOMBIE_SCAN_SLICE = 128;
 /** How many parents /status lists. */
 const TOP_PARENTS = 5;

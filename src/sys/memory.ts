@@ -1,5 +1,5 @@
 /**
- * The runtime's executable is about 100 MiB, of which start-up touches some 40 MiB: resident
+ * The runtime's executable is large, and start-up touches much of it: resident
  * file pages that count in this process's RSS, and so in the OOM killer's choice (its badness
  * is the RSS, file pages included), while they are the page cache of one file that every
  * container of an image shares. Once denit runs, they are mostly idle: dropping them from this

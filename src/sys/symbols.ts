@@ -2,7 +2,7 @@
  * The only `Deno.dlopen` in denit: the C library's symbols, each declared once in
  * LIBC_SYMBOLS as a C header lists them, and `libc`, through which every module calls them.
  * A function is bound when it is first called, after one lookup of its group's addresses
- * (openLibc): binding them all at load cost about 0.15 ms a symbol (bench/NOTES.md).
+ * (openLibc): binding them all at load costs start time (bench/NOTES.md).
  */
 
 /**
@@ -213,7 +213,7 @@ const SOCKET_SYMBOLS = {
 /** The runtime's resident code pages. */
 const MEMORY_SYMBOLS = {
   // int madvise(void *addr, size_t length, int advice): addresses from /proc/self/maps. On a
-  // thread of the runtime: zapping 40 MiB of page tables takes milliseconds.
+  // thread of the runtime: zapping the runtime's page tables takes a while.
   madvise: { parameters: ["usize", "usize", "i32"], result: "i32", nonblocking: true },
 } as const satisfies Deno.ForeignLibraryInterface;
 
@@ -309,10 +309,10 @@ function bind(
 
 /**
  * The C library, at the price of what a program calls: `Deno.dlopen` compiles a call
- * trampoline for every function it names (about 0.15 ms each, at start), and most of
+ * trampoline for every function it names (at start: bench/NOTES.md), and most of
  * denit's functions are called once or never in a run. A function is bound on its first use
- * (bind), after one lookup of its group's addresses (a few microseconds a symbol, where one
- * `Deno.dlopen` per symbol cost about 30). The table is a Proxy over what is bound so far:
+ * (bind), after one lookup of its group's addresses (far cheaper than a `Deno.dlopen` per
+ * symbol). The table is a Proxy over what is bound so far:
  * nothing is set up per symbol at load. The start group is looked up at load, which opens the
  * library too (one `Deno.dlopen`, where an empty one to check the library came first): a
  * module that imports this one fails to load, with one Error and its cause, where there is no
