@@ -2,8 +2,8 @@
  * A job service under load, for `make bench`: CLIENTS gRPC clients (each on a connection of
  * its own), each running `head -c BYTES /dev/zero` as a job and reading its output with
  * FollowIO, again and again, at full speed, until SIGTERM. Waits for SOCKET to appear first;
- * prints "loaded" once every client finished a round, and at the end one JSON line: rounds,
- * bytes, and the clients that ended on an error (the service going away at the end).
+ * prints "loaded" once every client finished a round (or failed, said on stderr), and at the
+ * end one JSON line: rounds, bytes, and the clients that ended on an error.
  *
  * Usage: jobs_load.ts PROTO SOCKET CLIENTS BYTES
  */
@@ -22,6 +22,11 @@ let rounds = 0;
 let received = 0;
 let warm = 0;
 let failed = 0;
+
+/** A client finished its first round, or failed: once all have, the load is on. */
+function settled(): void {
+  if (++warm === clients) Deno.stdout.writeSync(new TextEncoder().encode("loaded\n"));
+}
 
 async function client(index: number): Promise<void> {
   // A connection of its own: grpc-js would otherwise share one between all clients.
@@ -42,14 +47,14 @@ async function client(index: number): Promise<void> {
         stream.on("end", resolve);
       });
       rounds++;
-      if (round === 0 && ++warm === clients) {
-        Deno.stdout.writeSync(new TextEncoder().encode("loaded\n"));
-      }
+      if (round === 0) settled();
     }
-  } catch {
-    // The service went away (the measured denit ended first, or the service's runtime aborted
-    // on a client's GOAWAY, denoland/deno#36788, and denit restarts it): this client is done.
-    failed++;
+  } catch (err: unknown) {
+    // The service went away (the measured denit ended first) or refused: this client is done,
+    // and says why once. It counts as settled: "loaded" never waits for a client that failed.
+    // deno-lint-ignore no-console -- the one line that says why the load is smaller
+    if (failed++ === 0) console.error(`jobs_load: a client failed: ${err}`);
+    if (!stopping) settled();
   } finally {
     jobs.close();
   }

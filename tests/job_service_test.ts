@@ -1037,3 +1037,59 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "job service: every job's end is seen when the kernel drops directory events (a full queue)",
+  ignore: Deno.uid() !== 0, // lowers the kernel's inotify queue for the service it starts
+  fn: async () => {
+    const limit = "/proc/sys/fs/inotify/max_queued_events";
+    const saved = await Deno.readTextFile(limit);
+    let s: Service | null = null;
+    try {
+      // The service's watch takes the limit when it starts: a queue of 16 events.
+      await Deno.writeTextFile(limit, "16");
+      s = await new Service("subreaper").ready();
+    } finally {
+      await Deno.writeTextFile(limit, saved);
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      const c = s.client;
+      const ids = Array.from({ length: 100 }, (_, i) => `short-${i}`);
+      await Promise.all(
+        ids.map((id) => call<Job>((cb) => c.Run({ id, argv: ["sleep", "1"] }, cb))),
+      );
+      // Followed while they run (each stream has said RUNNING); then the service is stopped
+      // while they end: their events wait in its queue, which overflows, and are dropped.
+      const follows = ids.map((id) => {
+        const first = Promise.withResolvers<void>();
+        const end = new Promise<Job>((resolve, reject) => {
+          let last: Job | null = null;
+          const stream = c.Follow({ id });
+          stream.on("data", (job: Job) => (last = job, first.resolve()));
+          stream.on("error", reject);
+          stream.on("end", () => last === null ? reject(new Error(id)) : resolve(last));
+        });
+        return { first: first.promise, end };
+      });
+      await Promise.all(follows.map((f) => f.first));
+      const service = servicePidOf(s.pid);
+      Deno.kill(service, "SIGSTOP");
+      const keepers = () => childrenOf(s.pid).filter((pid) => cmdline(pid).includes("keep"));
+      try {
+        await waitUntil(() => keepers().length === 0, "every keeper done", 10_000);
+      } finally {
+        Deno.kill(service, "SIGCONT");
+      }
+      const deadline = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error("a job's end was never seen")), 15_000);
+      });
+      const ends = await Promise.race([Promise.all(follows.map((f) => f.end)), deadline]);
+      assertEquals(new Set(ends.map((job) => job.status)), new Set(["SUCCEEDED"]));
+    } finally {
+      clearTimeout(timer);
+      await s.stop();
+    }
+  },
+});

@@ -16,6 +16,9 @@ import { STOPPING_FILE } from "../common/job_paths.ts";
 export const DEFAULT_CANCEL_GRACE_MS = 10_000;
 /** The most Cancel may be asked to wait between TERM and KILL. */
 export const MAX_CANCEL_GRACE_MS = 24 * 60 * 60 * 1000;
+/** How often the jobs not yet done are read again, whatever the directory's events said. */
+const SWEEP_MS = 1000;
+
 /** A job's argv and env together, as UTF-8 bytes (the kernel's own limit is about 2 MiB). */
 export const MAX_RUN_BYTES = 128 * 1024;
 /**
@@ -177,22 +180,36 @@ export class JobService {
     }
   }
 
-  /** Follows the run's directory: each change the keepers make reaches the jobs' waiters. */
+  /**
+   * Follows the run's directory: each change the keepers make reaches the jobs' waiters. The
+   * kernel drops events when its queue overflows (a busy service, many jobs): every second the
+   * jobs not yet done are read again, so that none waits for an event that was lost.
+   */
   async watch(): Promise<void> {
-    for await (const event of Deno.watchFs(this.#dir, { recursive: false })) {
-      let changed = false;
-      for (const path of event.paths) {
+    const sweep = setInterval(() => this.#refresh(this.#table.list()), SWEEP_MS);
+    try {
+      for await (const event of Deno.watchFs(this.#dir, { recursive: false })) {
         // A keeper swaps N.state and N.state.new: either name says the state changed.
-        const match = /\/(\d+)\.(state|state\.new|out|err)$/.exec(path);
-        const job = match === null ? undefined : this.#table.bySeq(Number(match[1]));
-        if (job === undefined) continue;
-        const was = job.status;
-        job.refresh();
-        if (job.status !== was) changed = true;
-        if (job.finished && job.outputEnded) this.#table.trim();
+        const jobs = event.paths.map((path) => /\/(\d+)\.(state|state\.new|out|err)$/.exec(path))
+          .map((match) => match === null ? undefined : this.#table.bySeq(Number(match[1])));
+        this.#refresh(jobs);
       }
-      if (changed) this.#table.saveCounts();
+    } finally {
+      clearInterval(sweep);
     }
+  }
+
+  /** Reads the files of the jobs not yet done again; saves the counts if a status changed. */
+  #refresh(jobs: ReadonlyArray<Job | undefined>): void {
+    let changed = false;
+    for (const job of jobs) {
+      if (job === undefined || (job.finished && job.outputEnded)) continue;
+      const was = job.status;
+      job.refresh();
+      if (job.status !== was) changed = true;
+      if (job.finished && job.outputEnded) this.#table.trim();
+    }
+    if (changed) this.#table.saveCounts();
   }
 
   /** A job that never ran: its status and the reason, written as a keeper would have. */

@@ -450,10 +450,7 @@ export class Supervisor {
     void this.#dropCodePages(true);
   }
 
-  /**
-   * `urgent`: even without a memory limit. A literal default, so that the build compiles this
-   * method with the bundle (build/eager.ts).
-   */
+  /** `urgent`: even without a memory limit. */
   async #dropCodePages(urgent = false): Promise<void> {
     // Only under a memory limit: without one there is no OOM killer's choice to steer.
     if (this.#finished || !(urgent || this.#memoryLimit() !== null)) return;

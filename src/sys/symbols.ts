@@ -323,7 +323,6 @@ function openLibc(): Libc {
   addresses.set(START_SYMBOLS, lookUp(START_SYMBOLS));
   const bound: Record<string, unknown> = {};
   return new Proxy(bound, {
-    // An arrow, not a method: the build compiles it with the bundle (build/eager.ts).
     get: (table, key) => {
       if (typeof key !== "string") return undefined;
       const value = table[key];

@@ -471,3 +471,50 @@ dockerTest(
     });
   },
 );
+
+dockerTest(
+  "GitLab Runner's native steps: the listening line at once, argv byte for byte, docker stop's code; -g --grace ends the job's leftovers",
+  async () => {
+    // The runner keeps the image's ENTRYPOINT and runs `<helper> steps serve` under it, then
+    // waits for the line on the container's stderr (here /steps stands in for the helper).
+    const name = containerName("steps");
+    const grouped = containerName("steps-group");
+    try {
+      const arg = "a b\t'c\"d \u00e9 $HOME *";
+      await must("docker", [...detached(name), TEST_IMAGE, "/steps", "steps", "serve", arg]);
+      const logs = await logsMatch("docker", name, /step-runner is listening on socket/, 10_000);
+      const stderr = (await run(["docker", "logs", name])).stderr;
+      assertEquals(stderr, "step-runner is listening on socket /tmp/step-runner.sock\n");
+      const hex = (text: string) =>
+        Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, "0")).join("");
+      assertOk(logs.startsWith(`${["steps", "serve", arg].map(hex).join("-")}\n`), logs);
+      const stop = await run(["docker", "stop", "-t", "10", name]);
+      assertEquals(stop.code, 0, stop.stderr);
+      assertEquals((await exitState("docker", name)).code, 3);
+      // FF_USE_NATIVE_CONTAINER_STOP: the stop signal to PID 1 only, SIGKILL after the timeout.
+      // -g passes it to the job's whole group (the step ends, then the server with 3; without
+      // -g the server would wait for the step until SIGKILL, 137); --grace ends what ignores
+      // it, well inside the timeout.
+      await must("docker", [
+        ...detached(grouped),
+        ...["--entrypoint", "/denit", TEST_IMAGE, "-g", "--grace", "2s", "--"],
+        ...["/steps", "steps", "serve", "--job", "--leftover"],
+      ]);
+      await logsMatch("docker", grouped, /step-runner is listening on socket/, 10_000);
+      const started = performance.now();
+      const stopped = await run(["docker", "stop", "-t", "30", grouped], { timeoutMs: 40_000 });
+      const took = performance.now() - started;
+      assertEquals(stopped.code, 0, stopped.stderr);
+      assertEquals((await exitState("docker", grouped)).code, 3);
+      assertOk(took < 10_000, `docker stop took ${took.toFixed(0)} ms`);
+      const after = (await run(["docker", "logs", grouped])).stderr;
+      assertMatch(after, /stopping\n/);
+      assertMatch(
+        after,
+        /SIGKILL to leftovers still running at the end of the grace period \(2s\): \d+ \(steps\)/,
+      );
+    } finally {
+      await remove("docker", [name, grouped]);
+    }
+  },
+);

@@ -89,9 +89,11 @@ async function buildImages(name: Engine): Promise<void> {
     await Deno.copyFile(staticFixture("signal_echo"), `${dir}/test/fixtures/signal_echo`);
     await staticBinary("server.c", `${dir}/test/server`);
     await staticBinary("hog.c", `${dir}/test/hog`);
+    await staticBinary("steps_serve.c", `${dir}/test/steps`);
     await Deno.writeTextFile(
       `${dir}/test/Dockerfile`,
-      `FROM ${IMAGE}\nCOPY fixtures/ /fixtures/\nCOPY server /app/server\nCOPY hog /hog\n`,
+      `FROM ${IMAGE}\nCOPY fixtures/ /fixtures/\nCOPY server /app/server\nCOPY hog /hog\n` +
+        "COPY steps /steps\n",
     );
     await must(name, ["build", "-q", "-t", TEST_IMAGE, `${dir}/test`]);
     buildGlibcRootfs(`${dir}/glibc`, DENO);
