@@ -1,5 +1,7 @@
 /** Logging: the only user of `console.*`. stderr only: stdout and stdin belong to the child. */
 
+import { quietDelay } from "./delay.ts";
+
 /** Levels, least to most verbose. */
 export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
 
@@ -147,13 +149,13 @@ class ErrWriter {
     this.#writing = null;
   }
 
+  /**
+   * Waits until what is held is written, at most `timeoutMs`. Nothing held: at once (a first
+   * timer would load the runtime's timer code between the child's exit and denit's).
+   */
   async flush(timeoutMs: number): Promise<void> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      this.#writing,
-      new Promise((resolve) => timer = setTimeout(resolve, timeoutMs)),
-    ]);
-    clearTimeout(timer);
+    if (this.#writing === null) return;
+    await Promise.race([this.#writing, quietDelay(timeoutMs)]);
   }
 }
 
