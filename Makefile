@@ -127,7 +127,7 @@ check: $(DENO)
 	$(DENO) check mod.ts features.ts src/ tests/ fixtures/ bench/
 
 # The arm64 lane (tests/arm64_test.ts) needs the aarch64 runtime; its image test, the launcher.
-ARM64_LANE := $(DENO_ARM64) $(if $(shell command -v aarch64-linux-gnu-gcc),rootfs-arm64)
+ARM64_LANE := $(DENO_ARM64) $(if $(and $(shell command -v aarch64-linux-gnu-gcc),$(shell command -v qemu-aarch64-static)),rootfs-arm64)
 test: setup bundle rootfs $(ARM64_LANE) fmt lint check
 	$(DENO) test --allow-all --no-prompt tests/
 

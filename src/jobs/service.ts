@@ -441,11 +441,12 @@ export class JobService {
       // CANCELLED only if the job's own process is alive as its keeper is asked (a zombie
       // counts: its status tells whether it ended on its own, see Job.status).
       const alive = sendSignal(pgid, 0).ok;
-      job.record.cancel = { atMs: Date.now(), graceMs: grace, alive };
-      job.save();
-      // The keeper sends TERM now and KILL after the grace, whatever becomes of this service.
+      // The keeper sends TERM now and KILL after the grace, whatever becomes of this service:
+      // told before the record says so, so that a service killed in between loses no Cancel.
       replaceFile(job.path("cancel"), encoder.encode(String(grace)));
       sendSignal(job.state?.keeper ?? 0, SIGUSR1);
+      job.record.cancel = { atMs: Date.now(), graceMs: grace, alive };
+      job.save();
     }
     while (pgid > 0 && groupAlive(pgid)) {
       await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
