@@ -331,7 +331,10 @@ Deno.test({
         }
       });
     }
-    const survived = outcomes.filter((outcome) => outcome === "137/oom/service/job").length;
+    // The service is the next pick after the job; whether the kernel needs it before the child
+    // depends on how far the child has grown by then: either way denit lives and says cause=oom.
+    const survived = outcomes.filter((outcome) => /^137\/oom\/(service|-)\/job$/.test(outcome))
+      .length;
     // deno-lint-ignore no-console -- the figure the closing note quotes
     console.log(`denit survived ${survived} of 10 OOM runs: ${outcomes.join(", ")}`);
     // denit itself killed shows as 137 with no cause (nobody left to say it).
