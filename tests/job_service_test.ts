@@ -49,6 +49,18 @@ import {
 
 const encoder = new TextEncoder();
 
+/** Removes a cgroup once its last processes have left it. */
+async function removeCgroup(cgroup: string): Promise<void> {
+  await waitUntil(() => {
+    try {
+      Deno.removeSync(cgroup);
+      return true;
+    } catch {
+      return false; // its last processes are still leaving
+    }
+  }, "the cgroup removed");
+}
+
 /** Job service clients in a process of their own (fixtures/job_clients.ts). */
 const JOB_CLIENTS = `${ROOT}fixtures/job_clients.ts`;
 
@@ -987,14 +999,7 @@ Deno.test({
       await call((cb) => c.List({}, cb));
     } finally {
       await s.stop();
-      await waitUntil(() => {
-        try {
-          Deno.removeSync(cgroup);
-          return true;
-        } catch {
-          return false; // its last processes are still leaving
-        }
-      }, "the cgroup removed");
+      await removeCgroup(cgroup);
     }
   },
 });
@@ -1026,14 +1031,7 @@ Deno.test({
       assertOk(exists(servicePidOf(s.pid)), "the service is gone");
     } finally {
       await s.stop();
-      await waitUntil(() => {
-        try {
-          Deno.removeSync(cgroup);
-          return true;
-        } catch {
-          return false; // its last processes are still leaving
-        }
-      }, "the cgroup removed");
+      await removeCgroup(cgroup);
     }
   },
 });

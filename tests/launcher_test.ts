@@ -59,7 +59,7 @@ for (const mode of MODES) {
       const proc = new Running(denitArgv(mode, ["--", "sleep", "30"]));
       try {
         const pid = awaitBlocked(proc, mode);
-        // The moment is the test's variable, not a synchronisation: any moment must do.
+        // The moment is the test's variable, not a synchronisation: every moment must do.
         await new Promise((resolve) => setTimeout(resolve, Math.random() * 60));
         Deno.kill(pid, "SIGTERM");
         const status = await proc.status(5_000);

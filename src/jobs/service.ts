@@ -130,7 +130,7 @@ function hasNul(text: string): boolean {
   return text.includes("\0");
 }
 
-/** True while a process group has any member (zombies included), by kill(2) with signal 0. */
+/** True while a process group has a member (zombies included), by kill(2) with signal 0. */
 function groupAlive(pgid: number): boolean {
   const result = sendSignal(-pgid, 0);
   return result.ok || result.errno !== Errno.ESRCH;

@@ -95,7 +95,7 @@ export async function superviseMain(
   // A signal the launcher left unblocked means no launcher, unless this thread cannot block it.
   const blocked = blockedSignals();
   const open = READ_SIGNALS.filter((signo) => !blocked.has(signo));
-  if (launch === null || open.length !== unblockable(open).length) {
+  if (launch === null || (open.length > 0 && open.length !== unblockable(open).length)) {
     printErr(
       "denit: started without its launcher, which blocks the signals denit forwards before " +
         "the runtime starts: run the denit executable (the image's /denit, dist/denit), not " +
