@@ -670,6 +670,85 @@ Deno.test("job service: a Run while the main child drains after a stop signal is
   }
 });
 
+Deno.test("job service: --drain-while jobs holds a stop until the running jobs ended, then the child gets it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-drain-" });
+  const fifo = `${dir}/work`;
+  const made = await run(["mkfifo", fifo]);
+  assertEquals(made.code, 0, made.stderr);
+  const s = await new Service("subreaper", [
+    "-v",
+    "--shutdown-delay",
+    "20s",
+    "--drain-while",
+    "jobs",
+  ], [
+    "sh",
+    "-c",
+    'trap "echo got TERM; kill $!; exit 0" TERM; echo up; sleep 600 & wait $!',
+  ]).ready();
+  try {
+    const c = s.client;
+    await call<Job>((cb) => c.Run({ id: "work", argv: ["sh", "-c", 'read x < "$0"', fifo] }, cb));
+    Deno.kill(s.pid, "SIGTERM");
+    // The stop is under way once new jobs are refused; the running one holds it.
+    for (let attempt = 0;; attempt++) {
+      try {
+        await call<Job>((cb) => c.Run({ id: `late-${attempt}`, argv: ["true"] }, cb));
+      } catch (err: unknown) {
+        assertEquals((err as grpc.ServiceError).code, grpc.status.UNAVAILABLE, String(err));
+        break;
+      }
+      assertOk(attempt < 1000, "new jobs still taken long after the stop");
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    assertOk(!s.proc.lines.includes("got TERM"), "the stop went on while a job ran");
+    const released = Date.now();
+    await gate(fifo).open();
+    await s.proc.waitFor(/^got TERM$/, { timeoutMs: 5000 });
+    assertOk(Date.now() - released < 1500, `TERM came ${Date.now() - released} ms after the job`);
+    const { code, stderr } = await s.proc.status();
+    assertEquals(code, 0, stderr);
+    assertMatch(stderr, /SIGTERM held while jobs holds, at most 20s/);
+    assertMatch(stderr, /jobs no longer holds \(0 jobs running\): the stop goes on/);
+  } finally {
+    await s.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("job service: --kill-orphans spares the service and a keeper whose service died; a real orphan goes", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-orphans-" });
+  const fifo = `${dir}/go`;
+  assertEquals((await run(["mkfifo", fifo])).code, 0);
+  const s = await new Service("subreaper", ["--kill-orphans=0"], [
+    "sh",
+    "-c",
+    `echo up; read x < "$0"; (setsid sleep 600 & echo "orphan $!"); exec sleep 600`,
+    fifo,
+  ]).ready();
+  let jobPid = 0;
+  try {
+    const c = s.client;
+    jobPid = (await call<Job>((cb) => c.Run({ id: "kept", argv: ["sleep", "60"] }, cb))).pid;
+    const keeper = statusValue(jobPid, "PPid");
+    Deno.kill(servicePidOf(s.pid), "SIGKILL");
+    // The keeper is denit's now, as is the service started again at the next connection.
+    await waitUntil(() => statusValue(keeper, "PPid") === s.pid, "the keeper reparented to denit");
+    await answering(s.socket);
+    // A scan that stops this orphan sees the keeper too (it came first).
+    await gate(fifo).open();
+    const orphan = Number(s.proc.line(await s.proc.waitFor(/^orphan \d+$/)).split(" ")[1]);
+    await waitUntil(() => !exists(orphan) || processState(orphan) === "Z", "the orphan stopped");
+    assertOk(exists(keeper) && processState(keeper) !== "Z", "the keeper was stopped");
+    assertOk(exists(servicePidOf(s.pid)), "the service was stopped");
+    assertOk(exists(jobPid) && processState(jobPid) !== "Z", "the job was stopped");
+  } finally {
+    if (jobPid > 0) cleanup([jobPid]);
+    await s.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("job service: a job inherits denit's environment byte for byte (non-UTF-8, no '=')", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-env-" });
   try {

@@ -12,9 +12,13 @@ import {
   denitForAnyUser,
   denitPid,
   ECHO,
+  exists,
   freePort,
+  hostPid,
+  type Mode,
   MODES,
   PIDNS,
+  processState,
   rawHttp,
   run,
   Running,
@@ -148,6 +152,167 @@ for (const mode of MODES) {
     }
   });
 }
+
+// ---------------------------------------------------------------- --drain-while
+
+/** denit with a health endpoint, a shutdown delay of `delay` and `--drain-while check`. */
+function draining(mode: Mode, port: number, delay: string, check: string): Running {
+  return new Running(denitArgv(mode, [
+    "-v",
+    "--health-addr",
+    `127.0.0.1:${port}`,
+    "--shutdown-delay",
+    delay,
+    "--drain-while",
+    check,
+    "--",
+    ...ECHO,
+  ]));
+}
+
+/** Sends TERM and waits until /readyz says the stop is held; the child has heard nothing. */
+async function holdStop(proc: Running, mode: Mode, port: number): Promise<void> {
+  await proc.waitFor(/^ready /);
+  await eventually(async () => await readyz(port) === 200, "ready before the stop");
+  Deno.kill(denitPid(proc, mode), "SIGTERM");
+  await eventually(async () => await readyz(port) === 503, "not ready after TERM", 2000);
+  assertOk(typeof (await status(port)).stopping?.drainingUntil === "string");
+}
+
+/** The check holds for a while (four checks), and the child still has not heard of the stop. */
+async function stillHeld(proc: Running): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  assertOk(!proc.lines.includes("SIGTERM"), "the stop went on while the check held");
+}
+
+/** The check stops holding now: TERM reaches the child within a second, and denit exits 0. */
+async function endsWithin(proc: Running, release: () => unknown, found: RegExp): Promise<void> {
+  const released = Date.now();
+  await release();
+  await proc.waitFor(/^SIGTERM$/, { timeoutMs: 5000 });
+  const after = Date.now() - released;
+  assertOk(after < 1000, `TERM reached the child ${after} ms after the work ended`);
+  const result = await proc.status();
+  assertEquals(result.code, 0, result.stderr);
+  assertMatch(result.stderr, /SIGTERM held while .* holds, at most 20s: not ready meanwhile/);
+  assertMatch(result.stderr, found);
+}
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: --drain-while file: the stop waits while the file exists, then goes on at once`, async () => {
+    const port = freePort();
+    const dir = await Deno.makeTempDir({ prefix: "denit-drain-" });
+    await Deno.writeTextFile(`${dir}/busy`, "");
+    const proc = draining(mode, port, "20s", `file:${dir}/busy`);
+    try {
+      await holdStop(proc, mode, port);
+      assertEquals((await status(port)).settings?.drainWhile, `file:${dir}/busy`);
+      await stillHeld(proc);
+      await endsWithin(proc, () => Deno.remove(`${dir}/busy`), /no longer holds \(no such file\)/);
+    } finally {
+      await proc.stop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
+Deno.test("--drain-while tcp: the stop waits while the port accepts; nothing listening: at once", async () => {
+  const port = freePort();
+  const app = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepted: Deno.Conn[] = [];
+  void (async () => {
+    for await (const conn of app) accepted.push(conn);
+  })();
+  const proc = draining("subreaper", port, "20s", `tcp:${app.addr.port}`);
+  try {
+    await holdStop(proc, "subreaper", port);
+    await stillHeld(proc);
+    await endsWithin(proc, () => app.close(), /no longer holds \(connection refused\)/);
+  } finally {
+    await proc.stop();
+    for (const conn of accepted) conn.close();
+  }
+  // No work in progress when the stop comes: it goes on at the first check.
+  const idle = draining("subreaper", port, "20s", `tcp:${freePort()}`);
+  try {
+    await idle.waitFor(/^ready /);
+    const sent = Date.now();
+    idle.kill("SIGTERM");
+    await idle.waitFor(/^SIGTERM$/, { timeoutMs: 5000 });
+    assertOk(Date.now() - sent < 1000, `an idle stop was held ${Date.now() - sent} ms`);
+    assertEquals((await idle.status()).code, 0);
+  } finally {
+    await idle.stop();
+  }
+});
+
+Deno.test("--drain-while http: the stop waits while the URL answers 2xx, goes on at a 503", async () => {
+  const port = freePort();
+  let busy = true;
+  const app = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    (request) =>
+      new URL(request.url).pathname === "/busy" && busy
+        ? new Response("busy")
+        : new Response("idle", { status: 503 }),
+  );
+  const proc = draining("subreaper", port, "20s", `http:${app.addr.port}/busy`);
+  try {
+    await holdStop(proc, "subreaper", port);
+    await stillHeld(proc);
+    await endsWithin(proc, () => busy = false, /no longer holds \(HTTP 503\)/);
+  } finally {
+    await proc.stop();
+    await app.shutdown();
+  }
+});
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: --drain-while: never longer than --shutdown-delay; a second stop goes through at once`, async () => {
+    const port = freePort();
+    const dir = await Deno.makeTempDir({ prefix: "denit-drain-" });
+    await Deno.writeTextFile(`${dir}/busy`, "");
+    const bounded = draining(mode, port, "1500ms", `file:${dir}/busy`);
+    const second = draining(mode, freePort(), "20s", `file:${dir}/busy`);
+    try {
+      await bounded.waitFor(/^ready /);
+      const sent = Date.now();
+      Deno.kill(denitPid(bounded, mode), "SIGTERM");
+      await bounded.waitFor(/^SIGTERM$/, { timeoutMs: 5000 });
+      const after = Date.now() - sent;
+      assertOk(after >= 1400 && after < 3000, `the bound let TERM through after ${after} ms`);
+      const result = await bounded.status();
+      assertEquals(result.code, 0, result.stderr);
+      assertOk(!/no longer holds/.test(result.stderr), result.stderr);
+
+      await second.waitFor(/^ready /);
+      Deno.kill(denitPid(second, mode), "SIGTERM");
+      await stillHeld(second);
+      const again = Date.now();
+      Deno.kill(denitPid(second, mode), "SIGTERM");
+      await second.waitFor(/^SIGTERM$/, { timeoutMs: 3000 });
+      assertOk(Date.now() - again < 1000, "the second stop signal was held too");
+      assertEquals((await second.status()).code, 0);
+      assertEquals(second.lines.filter((l) => l === "SIGTERM").length, 1);
+    } finally {
+      await Promise.all([bounded.stop(), second.stop()]);
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
+Deno.test("--drain-while: refused without --shutdown-delay, for jobs without the job service, and for notify", async () => {
+  const cases: [string[], RegExp][] = [
+    [["--drain-while", "file:/x"], /--drain-while" needs --shutdown-delay/],
+    [["--shutdown-delay", "5s", "--drain-while", "jobs"], /needs the job service/],
+    [["--shutdown-delay", "5s", "--drain-while", "notify"], /use tcp:PORT, .* or jobs/],
+  ];
+  for (const [args, message] of cases) {
+    const result = await run([...DENIT, ...args, "--", "true"]);
+    assertEquals(result.code, 2, result.stderr);
+    assertMatch(result.stderr, message);
+  }
+});
 
 // ---------------------------------------------------------------- --stop-signal
 
@@ -892,6 +1057,114 @@ Deno.test("without --ready-when, /readyz is 200 as soon as the child runs", asyn
     assertEquals((await status(health)).readiness, null);
   } finally {
     await proc.stop();
+  }
+});
+
+// ---------------------------------------------------------------- --kill-orphans
+
+/**
+ * A CI-like child: it leaves a daemon that ignores TERM (setsid, so it left the child's group)
+ * and a background process in its own group, says their pids, and ends with 7 once the test
+ * opens its FIFO ($0).
+ */
+const CI_STEP = [
+  "sh",
+  "-c",
+  `(setsid sh -c 'trap "" TERM; exec sleep 600' & echo "daemon $!"); ` +
+  `(sleep 600 & echo "member $!"); read x < "$0"; echo "child done"; exit 7`,
+];
+
+/** The pid a line "WHAT PID" of the child names, as the host sees it. */
+async function pidSaid(proc: Running, mode: Mode, what: string): Promise<number> {
+  const line = proc.line(await proc.waitFor(new RegExp(`^${what} \\d+$`)));
+  const inner = Number(line.split(" ")[1]);
+  return mode === "pid1" ? hostPid(denitPid(proc, mode), inner) : inner;
+}
+
+async function openFifo(path: string): Promise<void> {
+  (await Deno.open(path, { write: true })).close();
+}
+
+for (const mode of MODES) {
+  Deno.test(`${mode}: --kill-orphans: a daemon the child left gets TERM, then KILL after GRACE; the child's group is spared`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-orphans-" });
+    const fifo = `${dir}/go`;
+    assertEquals((await run(["mkfifo", fifo])).code, 0);
+    const proc = new Running(denitArgv(mode, ["-w", "--kill-orphans=1s", "--", ...CI_STEP, fifo]));
+    try {
+      const daemon = await pidSaid(proc, mode, "daemon");
+      const member = await pidSaid(proc, mode, "member");
+      const seen = Date.now();
+      // Found within a scan, TERM ignored, KILL a second later: gone while the child runs.
+      await waitUntil(() => !exists(daemon) || processState(daemon) === "Z", "the daemon gone");
+      const took = Date.now() - seen;
+      assertOk(took >= 900 && took < 4000, `the daemon lasted ${took} ms, not scan + 1 s`);
+      assertOk(exists(member), "a process of the child's group was stopped while the child ran");
+      assertOk(!proc.lines.includes("child done"));
+      await openFifo(fifo);
+      const result = await proc.status();
+      assertEquals(result.code, 7, result.stderr);
+      const inner = (line: string) => /(\d+) \(sleep\)/.exec(line)?.[1];
+      const term = result.stderr.split("\n").filter((l) =>
+        /SIGTERM to processes reparented/.test(l)
+      );
+      const kill = result.stderr.split("\n").filter((l) =>
+        /SIGKILL to reparented processes/.test(l)
+      );
+      assertEquals(term.length, 1, result.stderr);
+      assertEquals(kill.length, 1, result.stderr);
+      assertMatch(kill[0] ?? "", /still running after 1s: \d+ \(sleep\)/);
+      assertEquals(inner(term[0] ?? ""), inner(kill[0] ?? ""));
+    } finally {
+      await proc.stop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
+Deno.test("--kill-orphans is off by default: the daemon lives until the child ends", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-orphans-" });
+  const fifo = `${dir}/go`;
+  assertEquals((await run(["mkfifo", fifo])).code, 0);
+  const proc = new Running(
+    denitArgv("subreaper", ["-w", "--kill-after", "200ms", "--", ...CI_STEP, fifo]),
+  );
+  try {
+    const daemon = await pidSaid(proc, "subreaper", "daemon");
+    // Three scans' worth of time with --kill-orphans would have ended it.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    assertOk(exists(daemon) && processState(daemon) !== "Z", "the daemon was stopped");
+    await openFifo(fifo);
+    const result = await proc.status();
+    assertEquals(result.code, 7, result.stderr);
+    assertOk(!/reparented/.test(result.stderr), result.stderr);
+    assertMatch(result.stderr, /SIGKILL to leftovers still running after 200ms: .*\(sleep\)/);
+  } finally {
+    await proc.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("--kill-orphans: refused with a bad duration; DENIT_KILL_ORPHANS sets it", async () => {
+  const bad = await run([...DENIT, "--kill-orphans=soon", "--", "true"]);
+  assertEquals(bad.code, 2, bad.stderr);
+  assertMatch(bad.stderr, /from --kill-orphans/);
+  const port = freePort();
+  const proc = new Running([...DENIT, "-s", "--health-addr", `127.0.0.1:${port}`, "sleep", "30"], {
+    env: { DENIT_KILL_ORPHANS: "2s" },
+  });
+  try {
+    await eventually(async () => (await status(port)).state === "running" as unknown, "start");
+    assertEquals((await status(port)).settings?.killOrphansSeconds, 2);
+  } finally {
+    await proc.stop();
+  }
+  const plain = withHealth(port, ["--kill-orphans", "--kill-after", "5s", "sleep", "30"]);
+  try {
+    await eventually(async () => (await status(port)).state === "running" as unknown, "start");
+    assertEquals((await status(port)).settings?.killOrphansSeconds, 5);
+  } finally {
+    await plain.stop();
   }
 });
 

@@ -166,6 +166,8 @@ Deno.test("README's /status fields are the document's fields", () => {
       graceMs: null,
       killAfterMs: 3000,
       shutdownDelayMs: 0,
+      drainWhile: "jobs",
+      orphanGraceMs: null,
       timeoutMs: null,
       user: null,
       readyWhen: { kind: "notify" as const },

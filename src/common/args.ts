@@ -12,7 +12,8 @@ export interface OptionSpec {
   readonly key: string;
   /** "-g", "--group": the first long name is the one messages use. */
   readonly names: readonly string[];
-  readonly kind: "flag" | "value";
+  /** "optional": a flag, or `--name=VALUE` (a value only after "="). */
+  readonly kind: "flag" | "value" | "optional";
   /** The environment twin, e.g. "DENIT_GROUP". */
   readonly env?: string;
 }
@@ -25,7 +26,7 @@ export interface Sourced {
 
 /** What the command line said. */
 export interface Scan {
-  /** Flag key → how often it was given. */
+  /** Flag key → how often it was given (an "optional" option without its value too). */
   readonly flags: ReadonlyMap<string, number>;
   /** Value key → every value given, in order. */
   readonly values: ReadonlyMap<string, readonly Sourced[]>;
@@ -96,7 +97,7 @@ export function scanArgs(
         `Unknown option "${name}"${near === null ? "" : `; did you mean ${near}?`}`,
       );
     }
-    if (spec.kind === "flag") {
+    if (spec.kind === "flag" || (spec.kind === "optional" && eq < 0)) {
       if (eq > 0) throw new UsageError(`Option "${name}" takes no value`);
       flags.set(spec.key, (flags.get(spec.key) ?? 0) + 1);
       continue;

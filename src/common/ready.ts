@@ -14,8 +14,11 @@ export type ReadyCheck =
 export const READY_INTERVAL_MS = 1000;
 export const READY_TIMEOUT_MS = 1000;
 
-/** Parses tcp:PORT, http:PORT/PATH, file:PATH or notify; throws RangeError otherwise. */
-export function parseReadyCheck(text: string): ReadyCheck {
+/** A check that runs every READY_INTERVAL_MS: tcp, http or file. */
+export type PolledCheck = Exclude<ReadyCheck, { kind: "notify" }>;
+
+/** Parses tcp:PORT, http:PORT/PATH or file:PATH; null for another word. */
+function parsePolled(text: string): PolledCheck | null {
   const trimmed = text.trim();
   const port = (value: string) => {
     const n = /^\d{1,5}$/.test(value) ? Number(value) : NaN;
@@ -24,7 +27,6 @@ export function parseReadyCheck(text: string): ReadyCheck {
     }
     return n;
   };
-  if (trimmed === "notify") return { kind: "notify" };
   if (trimmed.startsWith("tcp:")) return { kind: "tcp", port: port(trimmed.slice(4)) };
   if (trimmed.startsWith("http:")) {
     const rest = trimmed.slice(5);
@@ -38,6 +40,14 @@ export function parseReadyCheck(text: string): ReadyCheck {
   if (trimmed.startsWith("file:") && trimmed.length > 5) {
     return { kind: "file", path: trimmed.slice(5) };
   }
+  return null;
+}
+
+/** Parses tcp:PORT, http:PORT/PATH, file:PATH or notify; throws RangeError otherwise. */
+export function parseReadyCheck(text: string): ReadyCheck {
+  if (text.trim() === "notify") return { kind: "notify" };
+  const check = parsePolled(text);
+  if (check !== null) return check;
   throw new RangeError(
     `Invalid check "${text}": use tcp:PORT, http:PORT/PATH, file:PATH or notify`,
   );
@@ -55,4 +65,20 @@ export function formatReadyCheck(check: ReadyCheck): string {
     case "notify":
       return "notify";
   }
+}
+
+/** `--drain-while CHECK`: a polled check, or `jobs` (the job service has jobs running). */
+export type DrainCheck = PolledCheck | { readonly kind: "jobs" };
+
+/** Parses tcp:PORT, http:PORT/PATH, file:PATH or jobs; throws RangeError otherwise. */
+export function parseDrainCheck(text: string): DrainCheck {
+  if (text.trim() === "jobs") return { kind: "jobs" };
+  const check = parsePolled(text);
+  if (check !== null) return check;
+  throw new RangeError(`Invalid check "${text}": use tcp:PORT, http:PORT/PATH, file:PATH or jobs`);
+}
+
+/** The drain check as written on the command line. */
+export function formatDrainCheck(check: DrainCheck): string {
+  return check.kind === "jobs" ? "jobs" : formatReadyCheck(check);
 }

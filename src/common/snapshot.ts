@@ -43,7 +43,7 @@ export interface Snapshot {
   readonly cleanup: "terminating" | "killing" | "waiting" | null;
   /** Why the child is being stopped (state "stopping"): a stop signal, or --timeout. */
   readonly stopCause: "signal" | "timeout" | null;
-  /** While --shutdown-delay holds a stop signal back: when it will be forwarded. */
+  /** While --shutdown-delay holds a stop signal back: when it will be forwarded at the latest. */
   readonly drainingUntilMs: number | null;
   /** With --timeout: when the child's deadline is. */
   readonly deadlineAtMs: number | null;
@@ -58,6 +58,10 @@ export interface SupervisorSettings {
   readonly graceMs: number | null;
   readonly killAfterMs: number;
   readonly shutdownDelayMs: number;
+  /** `--drain-while` as given; null: none. */
+  readonly drainWhile: string | null;
+  /** `--kill-orphans`: the time between its SIGTERM and SIGKILL; null: off. */
+  readonly orphanGraceMs: number | null;
   readonly timeoutMs: number | null;
   /** `--user` as given. */
   readonly user: string | null;

@@ -138,6 +138,8 @@ function settingsDocument(settings: SupervisorSettings): Record<string, unknown>
     graceSeconds: seconds(settings.graceMs),
     killAfterSeconds: seconds(settings.killAfterMs),
     shutdownDelaySeconds: seconds(settings.shutdownDelayMs),
+    drainWhile: settings.drainWhile,
+    killOrphansSeconds: seconds(settings.orphanGraceMs),
     timeoutSeconds: seconds(settings.timeoutMs),
     user: settings.user,
     readyWhen: settings.readyWhen === null ? null : formatReadyCheck(settings.readyWhen),

@@ -10,6 +10,7 @@
 
 import {
   formatReadyCheck,
+  type PolledCheck,
   READY_INTERVAL_MS,
   READY_TIMEOUT_MS,
   type ReadyCheck,
@@ -130,7 +131,7 @@ async function httpStatus(port: number, path: string): Promise<number> {
 }
 
 /** Runs one check; resolves to [passing, what it found]. */
-async function probe(check: Exclude<ReadyCheck, { kind: "notify" }>): Promise<[boolean, string]> {
+export async function probe(check: PolledCheck): Promise<[boolean, string]> {
   try {
     switch (check.kind) {
       case "tcp":
@@ -196,7 +197,7 @@ export class Readiness {
     };
   }
 
-  async #poll(check: Exclude<ReadyCheck, { kind: "notify" }>): Promise<void> {
+  async #poll(check: PolledCheck): Promise<void> {
     for (;;) {
       const started = performance.now();
       const [passing, found] = await probe(check);

@@ -4,7 +4,12 @@
  * `+` getopt), so `denit ls -l` runs `ls -l`.
  */
 
-import { parseReadyCheck, type ReadyCheck } from "../common/ready.ts";
+import {
+  type DrainCheck,
+  parseDrainCheck,
+  parseReadyCheck,
+  type ReadyCheck,
+} from "../common/ready.ts";
 import { DEFAULT_HEALTH, type ListenAddress, parseListenAddress } from "../common/address.ts";
 import {
   type OptionSpec,
@@ -42,6 +47,11 @@ export interface Config {
   readonly fileLimit: FileLimitSetting;
   /** A first TERM or INT reaches the child this long after it arrived (readiness fails at once). */
   readonly shutdownDelayMs: number;
+  /** `--drain-while`: a held stop goes on once this no longer holds (the delay is its bound). */
+  readonly drainWhile: DrainCheck | null;
+  /** `--kill-orphans`: processes reparented to denit while the child runs get SIGTERM, then
+   * SIGKILL this long after; null: off. */
+  readonly orphanGraceMs: number | null;
   /** The child's deadline, counted from its start. */
   readonly timeoutMs: number | null;
   /** The user (and group) the child runs as: "NAME[:GROUP]" or numbers, resolved later. */
@@ -109,6 +119,10 @@ Options:
                            this long after SIGTERM (default 3s, 0 = at once)
       --shutdown-delay DURATION  hold a first TERM/INT this long, not     DENIT_SHUTDOWN_DELAY=DURATION
                            ready meanwhile (load balancers drain first)
+      --drain-while CHECK  hold it only while CHECK holds: tcp:PORT,   DENIT_DRAIN_WHILE=CHECK
+                           http:PORT/PATH, file:PATH or jobs (jobs running)
+      --kill-orphans[=DURATION]  TERM processes reparented to denit  DENIT_KILL_ORPHANS=DURATION
+                           while the child runs, KILL after DURATION (default --kill-after)
       --timeout DURATION   TERM the child at this deadline, then KILL  DENIT_TIMEOUT=DURATION
                            after --grace (or --kill-after); exit 124 (0 = off)
   -u, --user USER[:GROUP]  run the child as this user (names from      DENIT_USER=USER[:GROUP]
@@ -160,6 +174,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     kind: "value",
     env: "DENIT_SHUTDOWN_DELAY",
   },
+  { key: "drain-while", names: ["--drain-while"], kind: "value", env: "DENIT_DRAIN_WHILE" },
+  { key: "kill-orphans", names: ["--kill-orphans"], kind: "optional", env: "DENIT_KILL_ORPHANS" },
   { key: "timeout", names: ["--timeout"], kind: "value", env: "DENIT_TIMEOUT" },
   { key: "stop-signal", names: ["--stop-signal"], kind: "value", env: "DENIT_STOP_SIGNAL" },
   { key: "user", names: ["-u", "--user"], kind: "value", env: "DENIT_USER" },
@@ -296,6 +312,16 @@ function limit(source: Sourced | undefined): number | null {
   return ms === 0 ? null : ms;
 }
 
+/** `--kill-orphans=D`, else `--kill-orphans` (--kill-after), else its variable; null: off. */
+function orphanGrace(settings: Settings, killAfterMs: number): number | null {
+  const given = settings.last("kill-orphans");
+  const flag = settings.count("kill-orphans") > 0;
+  if (given !== undefined && !(flag && given.from === "DENIT_KILL_ORPHANS")) {
+    return parseFrom(given, parseDuration);
+  }
+  return flag ? killAfterMs : null;
+}
+
 function buildConfig(
   command: readonly string[],
   settings: Settings,
@@ -312,6 +338,7 @@ function buildConfig(
   const healthAddr = settings.last("health-addr");
   const delay = settings.last("shutdown-delay");
   const timeout = settings.last("timeout");
+  const drain = settings.last("drain-while");
   const stopSignal = settings.last("stop-signal");
   const user = settings.last("user");
   const ready = settings.last("ready-when");
@@ -338,6 +365,21 @@ function buildConfig(
       `Option "--ready-when" needs the health endpoint: add --health or --health-addr (from ${ready?.from})`,
     );
   }
+  const killAfterMs = killAfter === undefined
+    ? DEFAULT_KILL_AFTER_MS
+    : parseFrom(killAfter, parseDuration);
+  const shutdownDelayMs = limit(delay) ?? 0;
+  const drainWhile = drain === undefined ? null : parseFrom(drain, parseDrainCheck);
+  if (drainWhile !== null && shutdownDelayMs === 0) {
+    throw new UsageError(
+      `Option "--drain-while" needs --shutdown-delay, the longest it may hold a stop (from ${drain?.from})`,
+    );
+  }
+  if (drainWhile?.kind === "jobs" && jobsSocket === undefined) {
+    throw new UsageError(
+      `Option "--drain-while jobs" needs the job service: add --jobs-socket (from ${drain?.from})`,
+    );
+  }
   const warnings = unknownVariables(env, "DENIT_", VARIABLES).map((unknown) =>
     `unknown variable ${unknown.name} is ignored` +
     (unknown.closest === null ? "" : `; did you mean ${unknown.closest}?`)
@@ -350,15 +392,15 @@ function buildConfig(
     subreaper: settings.flag("subreaper") || tini.subreaper,
     pdeathsig: pdeathsig === undefined ? null : parseFrom(pdeathsig, parseSignal),
     graceMs: limit(grace),
-    killAfterMs: killAfter === undefined
-      ? DEFAULT_KILL_AFTER_MS
-      : parseFrom(killAfter, parseDuration),
+    killAfterMs,
     logLevel: LOG_LEVELS[levelIndex] ?? "debug",
     health,
     fileLimit: fileLimit === undefined
       ? DEFAULT_LIMIT_SETTING
       : parseFrom(fileLimit, parseFileLimit),
-    shutdownDelayMs: limit(delay) ?? 0,
+    shutdownDelayMs,
+    drainWhile,
+    orphanGraceMs: orphanGrace(settings, killAfterMs),
     timeoutMs: limit(timeout),
     user: user === undefined ? null : user.value.trim(),
     readyWhen,

@@ -29,7 +29,8 @@ export interface ProcessInfo {
   readonly ppid: number;
 }
 
-function childrenOf(pid: number | "self"): number[] {
+/** The children of `pid` (of this process: "self"), from every thread's children list. */
+export function childrenOf(pid: number | "self"): number[] {
   const found: number[] = [];
   let tasks: Iterable<Deno.DirEntry>;
   try {

@@ -11,9 +11,10 @@
  *   exits 128+N at once (an app must not get a stop before it could set up its handler); other
  *   signals before then are dropped, as are those after the child exited (with
  *   `--wait-descendants` they go to its descendants).
- * - The stop budget: from the first stop signal, denit exits within the shutdown delay, plus
- *   `--grace G`, plus ABANDON_MS. At G the child and every leftover get SIGKILL together; a
- *   child that stopped earlier leaves its leftovers until G at the latest.
+ * - The stop budget: from the first stop signal, denit exits within the shutdown delay (which
+ *   `--drain-while` may end early, never extend), plus `--grace G`, plus ABANDON_MS. At G the
+ *   child and every leftover get SIGKILL together; a child that stopped earlier leaves its
+ *   leftovers until G at the latest.
  * - Without a stop signal, leftovers get SIGTERM when the child exits, SIGKILL `killAfterMs`
  *   later, and denit finishes when no child is left, or at the latest `ABANDON_MS` after
  *   SIGKILL; at once when the reaper saw no other child left.
@@ -106,6 +107,8 @@ export type Event =
   | { readonly type: "grace-expired" }
   | { readonly type: "kill-timer-expired" }
   | { readonly type: "delay-expired" }
+  /** `--drain-while`: its check no longer holds, so the held stop goes on before the delay. */
+  | { readonly type: "drain-ended" }
   | { readonly type: "deadline-expired" }
   | { readonly type: "children-gone" };
 
@@ -342,12 +345,14 @@ function live(state: Live, event: Event, policy: Policy): Step {
         ...cancelTimers(policy, "delay", "deadline"),
         { type: "finish", exitCode: ExitCode.INTERNAL, outcome: "lost" },
       );
-    case "delay-expired": {
+    case "delay-expired":
+    case "drain-ended": {
       if (state.name !== "stopping" || state.draining === null) return stay(state);
       const effect = send(state, state.draining, policy);
       const next = stopping(state, { draining: null });
       const drop: Effect = { type: "drop-signal", signo: state.draining, reason: "rewrite" };
-      return stay(next, effect ?? drop, ...graceTimer(policy));
+      const early = event.type === "drain-ended" ? cancelTimers(policy, "delay") : [];
+      return stay(next, ...early, effect ?? drop, ...graceTimer(policy));
     }
     case "deadline-expired":
       return deadline(state, policy);

@@ -6,6 +6,7 @@
 
 import type { ListenAddress } from "../common/address.ts";
 import { formatAddress } from "../common/address.ts";
+import { formatDrainCheck } from "../common/ready.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
@@ -217,6 +218,8 @@ async function startHealth(
       graceMs: config.graceMs,
       killAfterMs: config.killAfterMs,
       shutdownDelayMs: config.shutdownDelayMs,
+      drainWhile: config.drainWhile === null ? null : formatDrainCheck(config.drainWhile),
+      orphanGraceMs: config.orphanGraceMs,
       timeoutMs: config.timeoutMs,
       user: config.user,
       readyWhen: config.readyWhen,

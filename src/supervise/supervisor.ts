@@ -6,6 +6,7 @@
  */
 
 import { quietDelay } from "../common/delay.ts";
+import { type DrainCheck, formatDrainCheck } from "../common/ready.ts";
 import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGCHLD, SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
@@ -110,6 +111,9 @@ function openReserve(count = RESERVED_DESCRIPTORS): Deno.FsFile[] {
   }
   return files;
 }
+
+/** How often `--drain-while` checks whether a held stop may go on. */
+const DRAIN_INTERVAL_MS = 250;
 
 /** The event each timer sends when it runs out. */
 const TIMER_EVENTS = {
@@ -326,6 +330,7 @@ export class Supervisor {
     });
     this.#dispatch({ type: "child-started", pid, target });
     void this.#eventLoop(pid);
+    if (this.#config.orphanGraceMs !== null) void this.#patrol(this.#config.orphanGraceMs);
     // At once: a child that grows fast reaches the limit within a fraction of a second.
     void this.#dropCodePages();
     void this.#zombieLoop();
@@ -670,13 +675,20 @@ export class Supervisor {
         return this.#startTimer(effect.timer, effect.ms);
       case "cancel-timer":
         return this.#cancelTimer(effect.timer);
-      case "hold-signal":
+      case "hold-signal": {
         this.#drainingUntilMs = Date.now() + effect.ms;
-        return this.#log.info(
-          `${signalName(effect.signo)} held for the shutdown delay of ${
-            formatDuration(effect.ms)
-          }: not ready meanwhile; a second stop signal goes through at once`,
+        const drain = this.#config.drainWhile;
+        const held = drain === null
+          ? `for the shutdown delay of ${formatDuration(effect.ms)}`
+          : `while ${formatDrainCheck(drain)} holds, at most ${formatDuration(effect.ms)}`;
+        this.#log.info(
+          `${
+            signalName(effect.signo)
+          } held ${held}: not ready meanwhile; a second stop signal goes through at once`,
         );
+        if (drain !== null) void this.#drain(drain);
+        return;
+      }
       case "time-out":
         return this.#timeOut(effect.target, effect.term);
       case "force-kill":
@@ -688,6 +700,53 @@ export class Supervisor {
       case "finish":
         return this.#finish(effect.exitCode, effect.outcome);
     }
+  }
+
+  /**
+   * `--drain-while`: checks every DRAIN_INTERVAL_MS while a stop is held, and ends the hold at
+   * the first check that does not hold. The checks are asynchronous (a slow one delays no signal
+   * and no reap); the shutdown delay's timer bounds them.
+   */
+  async #drain(check: DrainCheck): Promise<void> {
+    const { probe } = await import("../health/readiness.ts");
+    const test = () => check.kind === "jobs" ? this.#jobsRunning() : probe(check);
+    const held = () => this.#state.name === "stopping" && this.#state.draining !== null;
+    while (held()) {
+      const [holds, found] = await test();
+      if (!held()) return;
+      if (!holds) {
+        this.#log.info(`${formatDrainCheck(check)} no longer holds (${found}): the stop goes on`);
+        return this.#guard("timer", () => this.#dispatch({ type: "drain-ended" }));
+      }
+      await quietDelay(DRAIN_INTERVAL_MS);
+    }
+  }
+
+  /** `--kill-orphans`: until the main child ended. */
+  async #patrol(graceMs: number): Promise<void> {
+    const { OrphanPatrol } = await import("./orphans.ts");
+    const patrol = new OrphanPatrol({
+      graceMs,
+      log: this.#log,
+      loud: this.#config.warnReaped,
+      mainChild: () => {
+        const state = this.#state;
+        return state.name === "running" || state.name === "stopping" ? state.pid : null;
+      },
+      own: () => this.#jobs === null ? [] : [this.#jobs.servicePid],
+      spare: (work) => this.#spare(work),
+    });
+    try {
+      await patrol.run();
+    } catch (err: unknown) {
+      this.#log.error("--kill-orphans stopped looking for orphans", { error: describeError(err) });
+    }
+  }
+
+  /** `--drain-while jobs`: whether the job service has jobs running, as it last counted. */
+  #jobsRunning(): [boolean, string] {
+    const running = this.#jobs?.counts().running ?? 0;
+    return [running > 0, `${running} jobs running`];
   }
 
   #forward(signo: number, target: number, received: number): void {

@@ -157,11 +157,14 @@ async function withPod(
   }
 }
 
-/** An HTTP GET from inside a container of the pod (the image's Deno: it has no curl). */
-async function getInside(container: string, path: string): Promise<number> {
+/**
+ * An HTTP GET from inside a container of the pod, by the Deno of its denit (the images have no
+ * curl): `/deno`, or the copy's beside it.
+ */
+async function getInside(container: string, path: string, deno = "/deno"): Promise<number> {
   const script = `try { const r = await fetch("http://127.0.0.1:7623${path}"); ` +
     "await r.body?.cancel(); console.log(r.status) } catch { console.log(0) }";
-  const result = await podman(["exec", container, "/deno", "eval", script]);
+  const result = await podman(["exec", container, deno, "eval", script]);
   return Number(result.stdout.trim());
 }
 
@@ -236,20 +239,41 @@ podmanTest(
 );
 
 podmanTest(
-  "pod-arc-runner.yaml: runner files copied with their owner; the runner runs as 1001",
+  "pod-arc-runner.yaml: runner files copied with their owner; runs as 1001; a stop waits for the job",
   async () => {
     const runner = "arc-runner-runner";
+    const deno = "/runner/deno";
     const { codes } = await withPod("pod-arc-runner.yaml", "arc-runner", [runner], async () => {
       await logsMatch(runner, /^listening 8080$/m);
       assertMatch(
         await pid1(runner),
-        launched("/runner", "--grace 50s --health-addr :7623 -- /runner/run.sh"),
+        launched(
+          "/runner",
+          "--shutdown-delay 1h --drain-while file:/runner/job-running --grace 50s " +
+            "--health-addr :7623 -- /runner/run.sh",
+        ),
       );
       const users = await must("podman", ["top", runner, "user", "group", "args"]);
       assertMatch(users, /^1001\s+123\s+\/runner\/run\.sh/m);
       // --chown 1001:123 of the copy (read from a tar of the file: the image has no ls).
       const tar = await run(["sh", "-c", `podman cp ${runner}:/runner/run.sh - | tar -tvf -`]);
       assertMatch(tar.stdout, /^-rwxr-xr-x 1001\/123 /m);
+      // A job runs (the job-started hook's file): the stop is held, not ready meanwhile.
+      const job = (code: string) => must("podman", ["exec", runner, deno, "eval", code]);
+      await job('Deno.writeTextFileSync("/runner/job-running", "")');
+      await must("podman", ["kill", "--signal", "TERM", runner]);
+      const deadline = Date.now() + 10_000;
+      while (await getInside(runner, "/readyz", deno) !== 503) {
+        assertOk(Date.now() < deadline, "/readyz never turned 503 after the stop");
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000)); // four checks of the file
+      const state = await must("podman", ["inspect", "-f", "{{.State.Status}}", runner]);
+      assertEquals(state.trim(), "running", "the stop went on while the job ran");
+      // The job ends (the job-completed hook): the runner gets the stop and ends at once.
+      await job('Deno.removeSync("/runner/job-running")');
+      const waited = await podman(["wait", runner]);
+      assertEquals(waited.stdout.trim(), "0", waited.stderr);
     });
     assertEquals(codes, [0]);
   },

@@ -1,0 +1,126 @@
+/**
+ * `--kill-orphans`: a process reparented to denit while the main child runs (a daemon that a CI
+ * step left behind, say) gets SIGTERM when found, and SIGKILL GRACE later if it is still there.
+ * The kernel says nothing when it reparents a running process, so denit reads its own children
+ * (/proc/self/task/TID/children) every ORPHAN_SCAN_MS. Never touched: the main child, every
+ * member of its process group, and denit's own processes (the job service and its keepers, whose
+ * executable is denit's runtime or launcher).
+ */
+
+import { quietDelay } from "../common/delay.ts";
+import { formatDuration } from "../common/duration.ts";
+import type { Logger } from "../common/log.ts";
+import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
+import { sendSignal } from "../sys/process.ts";
+import { childrenOf, describeProcess, formatProcesses, type ProcessInfo } from "./leftovers.ts";
+
+/** How often denit looks for processes reparented to it. */
+export const ORPHAN_SCAN_MS = 1000;
+
+/** What the patrol asks the supervisor. */
+export interface PatrolSettings {
+  readonly graceMs: number;
+  readonly log: Logger;
+  /** A warn line per process (`-w`); else an info line. */
+  readonly loud: boolean;
+  /** The main child's pid while it runs; null once it ended (the patrol stops). */
+  readonly mainChild: () => number | null;
+  /** denit's own processes besides the main child (the job service). */
+  readonly own: () => readonly number[];
+  /** Runs a /proc read, freeing a reserved descriptor if none is left (supervisor's #spare). */
+  readonly spare: <T>(work: () => T) => T;
+}
+
+/** The start time of a process (proc(5) field 22): with the pid, its identity. */
+function startTime(pid: number): string | null {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+function executable(pid: number): string | null {
+  try {
+    return Deno.readLinkSync(`/proc/${pid}/exe`);
+  } catch {
+    return null;
+  }
+}
+
+/** Finds orphans while the main child runs and stops each once. */
+export class OrphanPatrol {
+  readonly #settings: PatrolSettings;
+  /** denit's runtime and its launcher: the executables of denit's own processes. */
+  readonly #ownExecutables: ReadonlySet<string>;
+  /**
+   * Processes signalled so far, by pid: their start time. One spared is looked at again at the
+   * next scan (a member of the child's group may leave it with setsid, a process may exec).
+   */
+  readonly #seen = new Map<number, string>();
+
+  constructor(settings: PatrolSettings) {
+    this.#settings = settings;
+    const runtime = Deno.execPath();
+    this.#ownExecutables = new Set([
+      runtime,
+      `${runtime.slice(0, runtime.lastIndexOf("/"))}/denit`,
+    ]);
+  }
+
+  /** Patrols until the main child ended. */
+  async run(): Promise<void> {
+    for (let child = this.#settings.mainChild(); child !== null;) {
+      this.#scan(child);
+      await quietDelay(ORPHAN_SCAN_MS);
+      child = this.#settings.mainChild();
+    }
+  }
+
+  #scan(child: number): void {
+    const { spare, own } = this.#settings;
+    const spared = new Set([child, ...own()]);
+    const fresh = spare(() => childrenOf("self")).filter((pid) => {
+      const known = this.#seen.get(pid);
+      return !spared.has(pid) && (known === undefined || known !== startTime(pid));
+    });
+    const orphans: ProcessInfo[] = [];
+    for (const pid of fresh) {
+      const started = startTime(pid);
+      const info = spare(() => describeProcess(pid));
+      const ownProcess = this.#ownExecutables.has(spare(() => executable(pid)) ?? "");
+      if (started === null || info.state === "Z" || info.pgid === child || ownProcess) continue;
+      this.#seen.set(pid, started);
+      if (sendSignal(pid, SIGTERM).ok) orphans.push(info);
+    }
+    if (orphans.length === 0) return;
+    this.#say(`SIGTERM to processes reparented to denit (--kill-orphans)`, orphans);
+    void this.#killLater(orphans.map((p) => [p.pid, this.#seen.get(p.pid) ?? ""]));
+  }
+
+  async #killLater(orphans: readonly (readonly [number, string])[]): Promise<void> {
+    await quietDelay(this.#settings.graceMs);
+    // Only the same processes (pid and start time), and only while the main child runs: after
+    // its end the leftover sweep stops every process, these included.
+    if (this.#settings.mainChild() === null) return;
+    const left = orphans.filter(([pid, started]) => startTime(pid) === started);
+    const killed = left.map(([pid]) => this.#settings.spare(() => describeProcess(pid)))
+      .filter((p) => p.state !== "Z" && sendSignal(p.pid, SIGKILL).ok);
+    if (killed.length === 0) return;
+    const grace = formatDuration(this.#settings.graceMs);
+    this.#say(
+      `${signalName(SIGKILL)} to reparented processes still running after ${grace}`,
+      killed,
+    );
+  }
+
+  #say(what: string, processes: readonly ProcessInfo[]): void {
+    const { log, loud } = this.#settings;
+    for (const p of processes) {
+      const line = `${what}: ${formatProcesses([p])}`;
+      if (loud) log.warn(line);
+      else log.info(line);
+    }
+  }
+}
