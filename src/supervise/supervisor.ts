@@ -708,7 +708,7 @@ export class Supervisor {
    * and no reap); the shutdown delay's timer bounds them.
    */
   async #drain(check: DrainCheck): Promise<void> {
-    const { probe } = await import("../health/readiness.ts");
+    const { probe } = await import("../common/probe.ts");
     const test = () => check.kind === "jobs" ? this.#jobsRunning() : probe(check);
     const held = () => this.#state.name === "stopping" && this.#state.draining !== null;
     while (held()) {
