@@ -291,56 +291,9 @@ export function checkRoot(
         if (frame.destFd !== null && frame.destFd !== destRootFd) closeFd(frame.destFd);
         continue;
       }
-      const srcPath = display(frame.srcPath, entry.name);
-      const path = display(frame.destPath, entry.name);
-      const kind = kindOf(entry, frame.srcFd, srcPath);
-      if (kind === null) continue; // gone between listing and looking: nothing to copy
-      const dest = frame.destFd === null ? null : statIfThere(frame.destFd, entry.name, path);
-      if (kind === "dir") {
-        checkDestination("dir", dest, path);
-        const srcStat = statIfThere(frame.srcFd, entry.name, srcPath);
-        if (srcStat === null) continue;
-        onItem(dirItem(srcStat, dest, srcPath, path, options));
-        const srcFd = openDir(frame.srcFd, entry.name, srcPath);
-        const childDest = dest === null || frame.destFd === null
-          ? null
-          : openDir(frame.destFd, entry.name, path);
-        stack.push({
-          srcFd,
-          destFd: childDest,
-          srcPath,
-          destPath: path,
-          entries: sortedEntries(srcFd, srcPath),
-          index: 0,
-        });
-        continue;
-      }
-      const srcStat = kind === "file" && dest === null
-        ? null
-        : statIfThere(frame.srcFd, entry.name, srcPath);
-      if (kind !== "file" && srcStat === null) continue;
-      if (kind !== "file" && kind !== "link") {
-        special(kind, srcPath, options, onItem);
-        continue;
-      }
-      checkDestination(kind, dest, path);
-      if (srcStat === null) {
-        files++;
-        onItem({ action: "copy", src: srcPath, dest: path, detail: "" });
-        continue;
-      }
-      files += entryItem(
-        frame.srcFd,
-        entry.name,
-        srcStat,
-        srcPath,
-        frame.destFd ?? -1,
-        entry.name,
-        dest,
-        path,
-        options,
-        onItem,
-      );
+      const child = checkEntry(frame, entry, options, onItem);
+      if (typeof child === "number") files += child;
+      else stack.push(child);
     }
   } finally {
     for (const frame of stack) {
@@ -349,6 +302,60 @@ export function checkRoot(
     }
   }
   return { files };
+}
+
+/**
+ * One entry of a directory being walked: refused (CopyError), planned (the files it counts), or
+ * a directory to walk next (its frame).
+ */
+function checkEntry(
+  frame: Frame,
+  entry: DirEntry,
+  options: PlanOptions,
+  onItem: (item: PlanItem) => void,
+): number | Frame {
+  const srcPath = display(frame.srcPath, entry.name);
+  const path = display(frame.destPath, entry.name);
+  const kind = kindOf(entry, frame.srcFd, srcPath);
+  if (kind === null) return 0; // gone between listing and looking: nothing to copy
+  const dest = frame.destFd === null ? null : statIfThere(frame.destFd, entry.name, path);
+  if (kind === "dir") {
+    checkDestination("dir", dest, path);
+    const srcStat = statIfThere(frame.srcFd, entry.name, srcPath);
+    if (srcStat === null) return 0;
+    onItem(dirItem(srcStat, dest, srcPath, path, options));
+    const srcFd = openDir(frame.srcFd, entry.name, srcPath);
+    const destFd = dest === null || frame.destFd === null
+      ? null
+      : openDir(frame.destFd, entry.name, path);
+    const entries = sortedEntries(srcFd, srcPath);
+    return { srcFd, destFd, srcPath, destPath: path, entries, index: 0 };
+  }
+  const srcStat = kind === "file" && dest === null
+    ? null
+    : statIfThere(frame.srcFd, entry.name, srcPath);
+  if (kind !== "file" && srcStat === null) return 0;
+  if (kind !== "file" && kind !== "link") {
+    special(kind, srcPath, options, onItem);
+    return 0;
+  }
+  checkDestination(kind, dest, path);
+  if (srcStat === null) {
+    onItem({ action: "copy", src: srcPath, dest: path, detail: "" });
+    return 1;
+  }
+  return entryItem(
+    frame.srcFd,
+    entry.name,
+    srcStat,
+    srcPath,
+    frame.destFd ?? -1,
+    entry.name,
+    dest,
+    path,
+    options,
+    onItem,
+  );
 }
 
 function special(

@@ -148,91 +148,91 @@ function settingsDocument(settings: SupervisorSettings): Record<string, unknown>
   };
 }
 
-function metric(lines: string[], name: string, type: string, help: string, samples: string[]) {
-  lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, ...samples);
-}
+/** One metric's samples: a value, or values by their labels; null: not shown now. */
+type Samples = number | ReadonlyArray<readonly [string, number]> | null;
 
 /** The Prometheus text exposition (format 0.0.4). */
 export function metricsText(source: HealthSource): string {
   const s = source.snapshot();
   const p = source.processStats();
+  const j = s.jobs;
+  const live = s.state === "running" || s.state === "stopping";
+  const states = ["starting", "running", "stopping", "exited"] as const;
+  const metrics: ReadonlyArray<readonly [string, string, string, Samples]> = [
+    ["denit_build_info", "gauge", "denit and Deno versions.", [[
+      `version="${VERSION}",deno="${Deno.version.deno}"`,
+      1,
+    ]]],
+    ["denit_child_up", "gauge", "1 while the child runs.", live ? 1 : 0],
+    [
+      "denit_state",
+      "gauge",
+      "The supervisor's state (1 for the current one).",
+      states.map((state) => [`state="${state}"`, s.state === state ? 1 : 0]),
+    ],
+    [
+      "denit_child_start_time_seconds",
+      "gauge",
+      "When the child started.",
+      s.startedAtMs === null ? null : s.startedAtMs / 1000,
+    ],
+    ["denit_child_exit_code", "gauge", "The exit code denit will exit with.", s.exitCode],
+    [
+      "denit_child_exit_info",
+      "gauge",
+      "Why the child ended (always 1).",
+      s.exitCause === null ? null : [[`cause="${s.exitCause}",signal="${s.exitSignal ?? ""}"`, 1]],
+    ],
+    [
+      "denit_zombies_reaped_total",
+      "counter",
+      "Processes reaped, child included.",
+      s.zombiesReaped,
+    ],
+    [
+      "denit_unreaped_zombies",
+      "gauge",
+      "Zombies denit cannot reap: their parent is alive and does not wait for them.",
+      s.unreapedZombies,
+    ],
+    ["denit_jobs_started_total", "counter", "Jobs started (--jobs-socket).", j?.started ?? null],
+    [
+      "denit_jobs_finished_total",
+      "counter",
+      "Jobs finished, by outcome.",
+      j === null ? null : [
+        [`outcome="succeeded"`, j.succeeded],
+        [`outcome="failed"`, j.failed],
+        [`outcome="cancelled"`, j.cancelled],
+      ],
+    ],
+    ["denit_jobs_running", "gauge", "Jobs running now.", j?.running ?? null],
+    [
+      "denit_signals_forwarded_total",
+      "counter",
+      "Signals sent to the child.",
+      Object.entries(s.signalsForwarded).map(([signal, count]) => [`signal="${signal}"`, count]),
+    ],
+    ["process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", p.residentBytes],
+    ["process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", p.virtualBytes],
+    ["process_start_time_seconds", "gauge", "Start time since the epoch.", p.startTimeSeconds],
+    ["process_cpu_seconds_total", "counter", "User and system CPU time.", p.cpuSecondsTotal],
+    [
+      "denit_ready",
+      "gauge",
+      "1 when /readyz answers 200.",
+      readiness(source).status === 200 ? 1 : 0,
+    ],
+    ["process_open_fds", "gauge", "Open file descriptors.", p.openFds],
+    ["process_max_fds", "gauge", "Limit of open file descriptors.", p.maxFds],
+  ];
   const lines: string[] = [];
-  metric(lines, "denit_build_info", "gauge", "denit and Deno versions.", [
-    `denit_build_info{version="${VERSION}",deno="${Deno.version.deno}"} 1`,
-  ]);
-  metric(lines, "denit_child_up", "gauge", "1 while the child runs.", [
-    `denit_child_up ${s.state === "running" || s.state === "stopping" ? 1 : 0}`,
-  ]);
-  metric(lines, "denit_state", "gauge", "The supervisor's state (1 for the current one).", [
-    ...(["starting", "running", "stopping", "exited"] as const).map((state) =>
-      `denit_state{state="${state}"} ${s.state === state ? 1 : 0}`
-    ),
-  ]);
-  if (s.startedAtMs !== null) {
-    metric(lines, "denit_child_start_time_seconds", "gauge", "When the child started.", [
-      `denit_child_start_time_seconds ${s.startedAtMs / 1000}`,
-    ]);
+  for (const [name, type, help, samples] of metrics) {
+    if (samples === null) continue;
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    if (typeof samples === "number") lines.push(`${name} ${samples}`);
+    else lines.push(...samples.map(([labels, value]) => `${name}{${labels}} ${value}`));
   }
-  if (s.exitCode !== null) {
-    metric(lines, "denit_child_exit_code", "gauge", "The exit code denit will exit with.", [
-      `denit_child_exit_code ${s.exitCode}`,
-    ]);
-  }
-  if (s.exitCause !== null) {
-    metric(lines, "denit_child_exit_info", "gauge", "Why the child ended (always 1).", [
-      `denit_child_exit_info{cause="${s.exitCause}",signal="${s.exitSignal ?? ""}"} 1`,
-    ]);
-  }
-  metric(lines, "denit_zombies_reaped_total", "counter", "Processes reaped, child included.", [
-    `denit_zombies_reaped_total ${s.zombiesReaped}`,
-  ]);
-  metric(
-    lines,
-    "denit_unreaped_zombies",
-    "gauge",
-    "Zombies denit cannot reap: their parent is alive and does not wait for them.",
-    [`denit_unreaped_zombies ${s.unreapedZombies}`],
-  );
-  if (s.jobs !== null) {
-    const j = s.jobs;
-    metric(lines, "denit_jobs_started_total", "counter", "Jobs started (--jobs-socket).", [
-      `denit_jobs_started_total ${j.started}`,
-    ]);
-    metric(lines, "denit_jobs_finished_total", "counter", "Jobs finished, by outcome.", [
-      `denit_jobs_finished_total{outcome="succeeded"} ${j.succeeded}`,
-      `denit_jobs_finished_total{outcome="failed"} ${j.failed}`,
-      `denit_jobs_finished_total{outcome="cancelled"} ${j.cancelled}`,
-    ]);
-    metric(lines, "denit_jobs_running", "gauge", "Jobs running now.", [
-      `denit_jobs_running ${j.running}`,
-    ]);
-  }
-  metric(lines, "denit_signals_forwarded_total", "counter", "Signals sent to the child.", [
-    ...Object.entries(s.signalsForwarded).map(([signal, count]) =>
-      `denit_signals_forwarded_total{signal="${signal}"} ${count}`
-    ),
-  ]);
-  metric(lines, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [
-    `process_resident_memory_bytes ${p.residentBytes}`,
-  ]);
-  metric(lines, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", [
-    `process_virtual_memory_bytes ${p.virtualBytes}`,
-  ]);
-  metric(lines, "process_start_time_seconds", "gauge", "Start time since the epoch.", [
-    `process_start_time_seconds ${p.startTimeSeconds}`,
-  ]);
-  metric(lines, "process_cpu_seconds_total", "counter", "User and system CPU time.", [
-    `process_cpu_seconds_total ${p.cpuSecondsTotal}`,
-  ]);
-  metric(lines, "denit_ready", "gauge", "1 when /readyz answers 200.", [
-    `denit_ready ${readiness(source).status === 200 ? 1 : 0}`,
-  ]);
-  metric(lines, "process_open_fds", "gauge", "Open file descriptors.", [
-    `process_open_fds ${p.openFds}`,
-  ]);
-  metric(lines, "process_max_fds", "gauge", "Limit of open file descriptors.", [
-    `process_max_fds ${p.maxFds}`,
-  ]);
   return `${lines.join("\n")}\n`;
 }
 

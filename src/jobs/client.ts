@@ -319,48 +319,51 @@ function isOptionValue(args: readonly string[], arg: string): boolean {
 }
 
 /** Runs `denit job ARGS`; resolves to the exit code. */
+/** What `denit job` was asked: its help, or a command with its options and words. */
+type JobInvocation =
+  | { readonly kind: "help" }
+  | { readonly kind: "run"; command: string; settings: Settings; rest: readonly string[] };
+
+/** Parses `denit job`'s arguments; throws UsageError (or RangeError) for a bad one. */
+function parseJobArgs(args: readonly string[]): JobInvocation {
+  // Options may come before the job command too (`denit job --socket S list`).
+  const at = args.findIndex((arg) => !arg.startsWith("-") && !isOptionValue(args, arg));
+  const command = at < 0 ? undefined : args[at];
+  if (command === undefined && args.some((arg) => arg === "-h" || arg === "--help")) {
+    return { kind: "help" };
+  }
+  if (command === undefined || !COMMANDS.includes(command)) {
+    throw new UsageError(
+      command === undefined ? "No job command given" : `Unknown job command "${command}"`,
+    );
+  }
+  const options = [...args.slice(0, at), ...args.slice(at + 1)];
+  // `run`'s options end at its command (`denit job run ls -l`), as denit's own do.
+  const scan = scanArgs(options, OPTIONS, { stopAtPositional: command === "run" });
+  if (scan.flags.has("help")) return { kind: "help" };
+  const rest = scan.positional;
+  const wantsId = command === "follow" || command === "logs" || command === "cancel";
+  if (wantsId && rest.length !== 1) throw new UsageError(`"job ${command}" needs one job id`);
+  if (command === "run" && rest.length === 0) throw new UsageError("No command given");
+  if (command === "list" && rest.length > 0) throw new UsageError(`"job list" takes no id`);
+  const settings = new Settings(scan, OPTIONS, Deno.env.toObject());
+  return { kind: "run", command, settings, rest };
+}
+
 export async function jobMain(args: readonly string[]): Promise<number> {
   // The service's own process, which denit starts (not a command for people).
   if (args[0] === "serve") return await (await import("./serve.ts")).serveMain(args.slice(1));
-  let command: string | undefined;
-  let settings: Settings;
-  let rest: readonly string[];
-  try {
-    // Options may come before the job command too (`denit job --socket S list`).
-    const at = args.findIndex((arg) => !arg.startsWith("-") && !isOptionValue(args, arg));
-    command = at < 0 ? undefined : args[at];
-    if (command === undefined && args.some((arg) => arg === "-h" || arg === "--help")) {
-      printOut(JOB_HELP);
-      return ExitCode.OK;
-    }
-    if (!COMMANDS.includes(command ?? "")) {
-      throw new UsageError(
-        command === undefined ? "No job command given" : `Unknown job command "${command}"`,
-      );
-    }
-    const options = [...args.slice(0, at), ...args.slice(at + 1)];
-    // `run`'s options end at its command (`denit job run ls -l`), as denit's own do.
-    const scan = scanArgs(options, OPTIONS, { stopAtPositional: command === "run" });
-    if (scan.flags.has("help")) {
-      printOut(JOB_HELP);
-      return ExitCode.OK;
-    }
-    settings = new Settings(scan, OPTIONS, Deno.env.toObject());
-    rest = scan.positional;
-    const wantsId = command === "follow" || command === "logs" || command === "cancel";
-    if (wantsId && rest.length !== 1) throw new UsageError(`"job ${command}" needs one job id`);
-    if (command === "run" && rest.length === 0) throw new UsageError("No command given");
-    if (command === "list" && rest.length > 0) throw new UsageError(`"job list" takes no id`);
-  } catch (err: unknown) {
-    if (!(err instanceof UsageError) && !(err instanceof RangeError)) throw err;
-    printErr(`denit job: ${err.message}\n${USAGE}\nTry 'denit job --help' for more information.`);
-    return ExitCode.USAGE;
-  }
-  const socket = settings.last("socket")?.value || DEFAULT_JOBS_SOCKET;
-  let shared: JobsClient | null = null;
+  let invocation: JobInvocation;
   let reach: Reach;
+  let shared: JobsClient | null = null;
   try {
-    const wait = settings.last("wait");
+    invocation = parseJobArgs(args);
+    if (invocation.kind === "help") {
+      printOut(JOB_HELP);
+      return ExitCode.OK;
+    }
+    const socket = invocation.settings.last("socket")?.value || DEFAULT_JOBS_SOCKET;
+    const wait = invocation.settings.last("wait");
     reach = {
       socket,
       waitMs: wait === undefined ? DEFAULT_WAIT_MS : Math.max(1, parseFrom(wait, parseDuration)),
@@ -369,19 +372,15 @@ export async function jobMain(args: readonly string[]): Promise<number> {
     };
   } catch (err: unknown) {
     if (!(err instanceof UsageError) && !(err instanceof RangeError)) throw err;
-    printErr(`denit job: ${err.message}`);
+    printErr(`denit job: ${err.message}\n${USAGE}\nTry 'denit job --help' for more information.`);
     return ExitCode.USAGE;
   }
   try {
-    return await perform(command ?? "", rest, settings, reach);
+    return await perform(invocation.command, invocation.rest, invocation.settings, reach);
   } catch (err: unknown) {
-    if (err instanceof CallFailed) {
+    if (err instanceof CallFailed || err instanceof RangeError) {
       printErr(`denit job: ${err.message}`);
-      return err.exitCode;
-    }
-    if (err instanceof RangeError) {
-      printErr(`denit job: ${err.message}`);
-      return ExitCode.USAGE;
+      return err instanceof CallFailed ? err.exitCode : ExitCode.USAGE;
     }
     throw err;
   } finally {
@@ -397,66 +396,64 @@ async function perform(
 ): Promise<number> {
   const id = rest[0] ?? "";
   switch (command) {
-    case "run": {
-      const env = Object.fromEntries(settings.list("env").map((e) => parseFrom(e, parseEnv)));
-      const job = await unary<JobMessage>(reach, (o, cb) =>
-        reach.client().Run(
-          {
-            id: settings.last("id")?.value ?? crypto.randomUUID(),
-            argv: rest,
-            workDir: settings.last("workdir")?.value ?? "",
-            env,
-          },
-          o,
-          cb,
-        ));
-      if (!settings.flag("follow")) {
-        printOut(describeJob(job));
-        return ExitCode.OK;
-      }
-      await printLogs(reach, job.id, true);
-      return jobCode(await finalJob(reach, job.id));
-    }
+    case "run":
+      return await runJob(rest, settings, reach);
     case "follow":
       return jobCode(await followStatus(reach, id));
     case "logs":
       await printLogs(reach, id, settings.flag("follow"));
       return ExitCode.OK;
-    case "cancel": {
-      const grace = settings.last("grace");
-      const graceMs = grace === undefined ? 0 : Math.max(1, parseFrom(grace, parseDuration));
-      // The service answers once the group is gone: after the grace (its default 10 s) at most.
-      const job = await unary<JobMessage>(
-        reach,
-        (o, cb) => reach.client().Cancel({ id, graceMs }, o, cb),
-        (graceMs || DEFAULT_CANCEL_GRACE_MS) + NOTICE_AFTER_MS,
-      );
-      printOut(describeJob(job));
-      return ExitCode.OK;
-    }
-    default: {
-      // The header once the service answered: a failure prints nothing on stdout.
-      let header = false;
-      const printHeader = () => {
-        if (!header) printOut("ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND");
-        header = true;
-      };
-      for await (const job of listAll(reach)) {
-        printHeader();
-        const exit = job.status === "RUNNING" ? "-" : job.signal || String(job.exitCode);
-        const line = [
-          job.id,
-          job.status.toLowerCase(),
-          exit,
-          job.pid,
-          time(job.startedAtMs),
-          time(job.finishedAtMs),
-          job.argv.map(printable).join(" "),
-        ];
-        printOut(line.join("\t"));
-      }
-      printHeader();
-      return ExitCode.OK;
-    }
+    case "cancel":
+      return await cancelJob(id, settings, reach);
+    default:
+      return await listJobs(reach);
   }
+}
+
+async function runJob(argv: readonly string[], settings: Settings, reach: Reach): Promise<number> {
+  const env = Object.fromEntries(settings.list("env").map((e) => parseFrom(e, parseEnv)));
+  const request = {
+    id: settings.last("id")?.value ?? crypto.randomUUID(),
+    argv,
+    workDir: settings.last("workdir")?.value ?? "",
+    env,
+  };
+  const job = await unary<JobMessage>(reach, (o, cb) => reach.client().Run(request, o, cb));
+  if (!settings.flag("follow")) {
+    printOut(describeJob(job));
+    return ExitCode.OK;
+  }
+  await printLogs(reach, job.id, true);
+  return jobCode(await finalJob(reach, job.id));
+}
+
+async function cancelJob(id: string, settings: Settings, reach: Reach): Promise<number> {
+  const grace = settings.last("grace");
+  const graceMs = grace === undefined ? 0 : Math.max(1, parseFrom(grace, parseDuration));
+  // The service answers once the group is gone: after the grace (its default 10 s) at most.
+  const job = await unary<JobMessage>(
+    reach,
+    (o, cb) => reach.client().Cancel({ id, graceMs }, o, cb),
+    (graceMs || DEFAULT_CANCEL_GRACE_MS) + NOTICE_AFTER_MS,
+  );
+  printOut(describeJob(job));
+  return ExitCode.OK;
+}
+
+async function listJobs(reach: Reach): Promise<number> {
+  // The header once the service answered: a failure prints nothing on stdout.
+  let header = false;
+  const printHeader = () => {
+    if (!header) printOut("ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND");
+    header = true;
+  };
+  for await (const job of listAll(reach)) {
+    printHeader();
+    const exit = job.status === "RUNNING" ? "-" : job.signal || String(job.exitCode);
+    const when = [time(job.startedAtMs), time(job.finishedAtMs)];
+    const command = job.argv.map(printable).join(" ");
+    printOut([job.id, job.status.toLowerCase(), exit, job.pid, ...when, command].join("\t"));
+  }
+  printHeader();
+  return ExitCode.OK;
 }

@@ -322,98 +322,92 @@ function orphanGrace(settings: Settings, killAfterMs: number): number | null {
   return flag ? killAfterMs : null;
 }
 
+/** The option's last value, parsed; null when it was not given. */
+function parsed<T>(settings: Settings, key: string, parse: (text: string) => T): T | null {
+  const source = settings.last(key);
+  return source === undefined ? null : parseFrom(source, parse);
+}
+
+/** DENIT_LOG_LEVEL (else TINI_VERBOSITY, else warn), raised once per -v. */
+function logLevel(settings: Settings, env: Readonly<Record<string, string>>): LogLevel {
+  const variable = env.DENIT_LOG_LEVEL;
+  const base = variable !== undefined && variable.trim() !== ""
+    ? parseFrom({ value: variable, from: "DENIT_LOG_LEVEL" }, parseLogLevel)
+    : tiniAliases(env).level ?? "warn";
+  const index = LOG_LEVELS.indexOf(base) + settings.count("verbose");
+  return LOG_LEVELS[Math.min(index, LOG_LEVELS.length - 1)] ?? "debug";
+}
+
+/** The checks that need another option: refused with the option that is missing. */
+function requireOthers(config: Config, settings: Settings): void {
+  const from = (key: string) => settings.last(key)?.from;
+  if (config.readyWhen !== null && config.health === null) {
+    throw new UsageError(
+      `Option "--ready-when" needs the health endpoint: add --health or --health-addr (from ${
+        from("ready-when")
+      })`,
+    );
+  }
+  if (config.drainWhile !== null && config.shutdownDelayMs === 0) {
+    throw new UsageError(
+      `Option "--drain-while" needs --shutdown-delay, the longest it may hold a stop (from ${
+        from("drain-while")
+      })`,
+    );
+  }
+  if (config.drainWhile?.kind === "jobs" && config.jobsSocket === null) {
+    throw new UsageError(
+      `Option "--drain-while jobs" needs the job service: add --jobs-socket (from ${
+        from("drain-while")
+      })`,
+    );
+  }
+}
+
 function buildConfig(
   command: readonly string[],
   settings: Settings,
   env: Readonly<Record<string, string>>,
 ): Config {
   const tini = tiniAliases(env);
-  const parseEach = <T>(items: readonly Sourced[], parse: (text: string) => T) =>
-    items.map((item) => parseFrom(item, parse));
-  const grace = settings.last("grace");
-  const killAfter = settings.last("kill-after");
-  const pdeathsig = settings.last("pdeathsig");
-  const fileLimit = settings.last("nofile");
-  const oomScoreAdj = settings.last("oom-score-adj");
-  const healthAddr = settings.last("health-addr");
-  const delay = settings.last("shutdown-delay");
-  const timeout = settings.last("timeout");
-  const drain = settings.last("drain-while");
-  const stopSignal = settings.last("stop-signal");
-  const user = settings.last("user");
-  const ready = settings.last("ready-when");
-  const terminationLog = settings.last("termination-log");
-  const logFormat = settings.last("log-format");
-  const jobsSocket = settings.last("jobs-socket");
-  const jobsSpool = settings.last("jobs-spool");
-  const readyWhen = ready === undefined ? null : parseFrom(ready, parseReadyCheck);
-  const levelVariable = env.DENIT_LOG_LEVEL;
-  const baseLevel = levelVariable !== undefined && levelVariable.trim() !== ""
-    ? parseFrom({ value: levelVariable, from: "DENIT_LOG_LEVEL" }, parseLogLevel)
-    : tini.level ?? "warn";
-  const levelIndex = Math.min(
-    LOG_LEVELS.indexOf(baseLevel) + settings.count("verbose"),
-    LOG_LEVELS.length - 1,
-  );
-  const health = healthAddr !== undefined
-    ? parseFrom(healthAddr, parseListenAddress)
-    : settings.flag("health")
-    ? DEFAULT_HEALTH
-    : null;
-  if (readyWhen !== null && health === null) {
-    throw new UsageError(
-      `Option "--ready-when" needs the health endpoint: add --health or --health-addr (from ${ready?.from})`,
-    );
-  }
-  const killAfterMs = killAfter === undefined
-    ? DEFAULT_KILL_AFTER_MS
-    : parseFrom(killAfter, parseDuration);
-  const shutdownDelayMs = limit(delay) ?? 0;
-  const drainWhile = drain === undefined ? null : parseFrom(drain, parseDrainCheck);
-  if (drainWhile !== null && shutdownDelayMs === 0) {
-    throw new UsageError(
-      `Option "--drain-while" needs --shutdown-delay, the longest it may hold a stop (from ${drain?.from})`,
-    );
-  }
-  if (drainWhile?.kind === "jobs" && jobsSocket === undefined) {
-    throw new UsageError(
-      `Option "--drain-while jobs" needs the job service: add --jobs-socket (from ${drain?.from})`,
-    );
-  }
+  const parseEach = <T>(key: string, parse: (text: string) => T) =>
+    settings.list(key).map((item) => parseFrom(item, parse));
+  const killAfterMs = parsed(settings, "kill-after", parseDuration) ?? DEFAULT_KILL_AFTER_MS;
   const warnings = unknownVariables(env, "DENIT_", VARIABLES).map((unknown) =>
     `unknown variable ${unknown.name} is ignored` +
     (unknown.closest === null ? "" : `; did you mean ${unknown.closest}?`)
   );
-  return Object.freeze({
+  const config: Config = Object.freeze({
     command: Object.freeze([...command]),
     group: settings.flag("group") || tini.group,
-    rewrite: new Map(parseEach(settings.list("rewrite"), parseRewrite)),
-    remapExit: new Set(parseEach(settings.list("remap-exit"), parseExitCode)),
+    rewrite: new Map(parseEach("rewrite", parseRewrite)),
+    remapExit: new Set(parseEach("remap-exit", parseExitCode)),
     subreaper: settings.flag("subreaper") || tini.subreaper,
-    pdeathsig: pdeathsig === undefined ? null : parseFrom(pdeathsig, parseSignal),
-    graceMs: limit(grace),
+    pdeathsig: parsed(settings, "pdeathsig", parseSignal),
+    graceMs: limit(settings.last("grace")),
     killAfterMs,
-    logLevel: LOG_LEVELS[levelIndex] ?? "debug",
-    health,
-    fileLimit: fileLimit === undefined
-      ? DEFAULT_LIMIT_SETTING
-      : parseFrom(fileLimit, parseFileLimit),
-    shutdownDelayMs,
-    drainWhile,
+    logLevel: logLevel(settings, env),
+    health: parsed(settings, "health-addr", parseListenAddress) ??
+      (settings.flag("health") ? DEFAULT_HEALTH : null),
+    fileLimit: parsed(settings, "nofile", parseFileLimit) ?? DEFAULT_LIMIT_SETTING,
+    shutdownDelayMs: limit(settings.last("shutdown-delay")) ?? 0,
+    drainWhile: parsed(settings, "drain-while", parseDrainCheck),
     orphanGraceMs: orphanGrace(settings, killAfterMs),
-    timeoutMs: limit(timeout),
-    user: user === undefined ? null : user.value.trim(),
-    readyWhen,
+    timeoutMs: limit(settings.last("timeout")),
+    user: settings.last("user")?.value.trim() ?? null,
+    readyWhen: parsed(settings, "ready-when", parseReadyCheck),
     waitDescendants: settings.flag("wait-descendants"),
-    terminationLog: terminationLog === undefined ? null : terminationLog.value,
+    terminationLog: settings.last("termination-log")?.value ?? null,
     warnReaped: settings.flag("warn-reaped"),
-    logFormat: logFormat === undefined ? "text" : parseFrom(logFormat, parseLogFormat),
-    jobsSocket: jobsSocket === undefined ? null : parseFrom(jobsSocket, parseSocketPath),
-    jobsSpool: jobsSpool === undefined ? DEFAULT_JOBS_SPOOL : jobsSpool.value,
-    oomScoreAdj: oomScoreAdj === undefined ? null : parseFrom(oomScoreAdj, parseOomScoreAdj),
-    stopSignal: stopSignal === undefined ? null : parseFrom(stopSignal, parseStopSignal),
+    logFormat: parsed(settings, "log-format", parseLogFormat) ?? "text",
+    jobsSocket: parsed(settings, "jobs-socket", parseSocketPath),
+    jobsSpool: settings.last("jobs-spool")?.value ?? DEFAULT_JOBS_SPOOL,
+    oomScoreAdj: parsed(settings, "oom-score-adj", parseOomScoreAdj),
+    stopSignal: parsed(settings, "stop-signal", parseStopSignal),
     warnings: Object.freeze(warnings),
   });
+  requireOthers(config, settings);
+  return config;
 }
 
 /** Parses denit's arguments (without the program name) and environment. */
