@@ -326,6 +326,7 @@ Deno.test({
             `${result.code}/${cause}/${service ? "service" : "-"}/${jobOom ? "job" : "-"}`,
           );
           if (result.code !== 137) outcomes.push(result.stderr);
+          else if (!jobOom) outcomes.push(`(the job's state: ${state.trim() || "none"})`);
         } finally {
           await Deno.remove(dir, { recursive: true }).catch(() => {});
         }
