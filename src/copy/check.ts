@@ -238,16 +238,13 @@ export function checkRoot(
   options: PlanOptions,
   onItem: (item: PlanItem) => void,
 ): CheckResult {
-  let files = 0;
-  const destName = bytesOf(root.destName);
-  const destPath = root.contents ? destRootPath : `${destRootPath}/${root.destName}`;
-  // destRootFd < 0: DEST does not exist (a dry run does not make it): nothing to compare.
-  const there = (name: Uint8Array, path: string) =>
-    destRootFd < 0 ? null : statIfThere(destRootFd, name, path);
   if (opened.kind === "entry") {
-    const dest = there(destName, destPath);
+    const destName = bytesOf(root.destName);
+    const destPath = root.contents ? destRootPath : `${destRootPath}/${root.destName}`;
+    // destRootFd < 0: DEST does not exist (a dry run does not make it): nothing to compare.
+    const dest = destRootFd < 0 ? null : statIfThere(destRootFd, destName, destPath);
     checkDestination(opened.stat.kind, dest, destPath);
-    files += entryItem(
+    const files = entryItem(
       opened.parentFd,
       opened.name,
       opened.stat,
@@ -261,25 +258,8 @@ export function checkRoot(
     );
     return { files };
   }
-  let destFd: number | null = destRootFd;
-  if (!root.contents) {
-    const dest = there(destName, destPath);
-    checkDestination("dir", dest, destPath);
-    onItem(dirItem(opened.stat, dest, root.src, destPath, options));
-    destFd = dest === null ? null : openDir(destRootFd, destName, destPath);
-  } else {
-    const dest = statPath(destRootPath, true);
-    onItem(dirItem(opened.stat, dest.ok ? dest.value : null, root.src, destPath, options));
-    if (destRootFd < 0) destFd = null;
-  }
-  const stack: Frame[] = [{
-    srcFd: opened.fd,
-    destFd,
-    srcPath: root.src.replace(/\/\.?$/, "") || "/",
-    destPath,
-    entries: sortedEntries(opened.fd, root.src),
-    index: 0,
-  }];
+  let files = 0;
+  const stack = [rootFrame(root, opened, destRootFd, destRootPath, options, onItem)];
   try {
     while (stack.length > 0) {
       const frame = stack.at(-1);
@@ -302,6 +282,34 @@ export function checkRoot(
     }
   }
   return { files };
+}
+
+/** The walk's first frame: a root that is a directory, checked and planned as one. */
+function rootFrame(
+  root: Root,
+  opened: Extract<OpenedRoot, { kind: "dir" }>,
+  destRootFd: number,
+  destRootPath: string,
+  options: PlanOptions,
+  onItem: (item: PlanItem) => void,
+): Frame {
+  const destName = bytesOf(root.destName);
+  const destPath = root.contents ? destRootPath : `${destRootPath}/${root.destName}`;
+  let destFd: number | null = destRootFd;
+  if (!root.contents) {
+    // destRootFd < 0: DEST does not exist (a dry run does not make it): nothing to compare.
+    const dest = destRootFd < 0 ? null : statIfThere(destRootFd, destName, destPath);
+    checkDestination("dir", dest, destPath);
+    onItem(dirItem(opened.stat, dest, root.src, destPath, options));
+    destFd = dest === null ? null : openDir(destRootFd, destName, destPath);
+  } else {
+    const dest = statPath(destRootPath, true);
+    onItem(dirItem(opened.stat, dest.ok ? dest.value : null, root.src, destPath, options));
+    if (destRootFd < 0) destFd = null;
+  }
+  const srcPath = root.src.replace(/\/\.?$/, "") || "/";
+  const entries = sortedEntries(opened.fd, root.src);
+  return { srcFd: opened.fd, destFd, srcPath, destPath, entries, index: 0 };
 }
 
 /**

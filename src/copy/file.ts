@@ -10,6 +10,7 @@ import {
   copyData,
   createExclusive,
   openForReading,
+  type PathStat,
   readAt,
   readXattrs,
   removeEntry,
@@ -133,6 +134,31 @@ function copyXattrs(input: number, output: number, path: () => string): XattrMis
 
 const NO_MISSES: readonly XattrMiss[] = Object.freeze([]);
 
+/** What follows a copy's data: owner, mode, attributes, flush and times, in the order that keeps each. */
+function finishFile(
+  input: number,
+  output: number,
+  src: PathStat,
+  options: CopyOptions,
+  destPath: () => string,
+): XattrMiss[] {
+  // chown first: it clears setuid/setgid bits and file capabilities, set again below.
+  if (options.owner !== null) {
+    const owned = setFdOwner(output, options.owner.uid, options.owner.gid);
+    if (!owned.ok) fail("change the owner of", destPath(), owned.errno);
+  }
+  const mode = setFdMode(output, options.fileMode ?? src.mode);
+  if (!mode.ok) fail("set the mode of", destPath(), mode.errno);
+  const misses = copyXattrs(input, output, destPath);
+  if (options.sync) {
+    const synced = syncFd(output);
+    if (!synced.ok) fail("flush", destPath(), synced.errno);
+  }
+  const times = setFdTimes(output, src.atime, src.mtime);
+  if (!times.ok) fail("set the times of", destPath(), times.errno);
+  return misses;
+}
+
 /**
  * Copies one file: data (holes kept), owner, mode, extended attributes (file capabilities
  * included, after chown, which would clear them), times; then renames the temporary into place.
@@ -172,20 +198,7 @@ export async function copyFile(
       check: () => stop.check(),
     });
     if (!data.ok) fail("write", destPath(), data.errno);
-    // chown first: it clears setuid/setgid bits and file capabilities, set again below.
-    if (options.owner !== null) {
-      const owned = setFdOwner(output, options.owner.uid, options.owner.gid);
-      if (!owned.ok) fail("change the owner of", destPath(), owned.errno);
-    }
-    const mode = setFdMode(output, options.fileMode ?? src.mode);
-    if (!mode.ok) fail("set the mode of", destPath(), mode.errno);
-    const misses = copyXattrs(input.value, output, destPath);
-    if (options.sync) {
-      const synced = syncFd(output);
-      if (!synced.ok) fail("flush", destPath(), synced.errno);
-    }
-    const times = setFdTimes(output, src.atime, src.mtime);
-    if (!times.ok) fail("set the times of", destPath(), times.errno);
+    const misses = finishFile(input.value, output, src, options, destPath);
     stop.check();
     if (options.verify && await sha256(input.value, src.size) !== await sha256(output, src.size)) {
       throw new CopyError(

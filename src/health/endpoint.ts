@@ -151,7 +151,7 @@ function settingsDocument(settings: SupervisorSettings): Record<string, unknown>
 /** One metric's samples: a value, or values by their labels; null: not shown now. */
 type Samples = number | ReadonlyArray<readonly [string, number]> | null;
 
-/** The Prometheus text exposition (format 0.0.4). */
+/** The Prometheus text exposition (format 0.0.4): a table, one row per metric, then its lines. */
 export function metricsText(source: HealthSource): string {
   const s = source.snapshot();
   const p = source.processStats();
