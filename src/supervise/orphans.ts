@@ -69,10 +69,14 @@ export class OrphanPatrol {
     ]);
   }
 
-  /** Patrols until the main child ended. */
+  /** Patrols until the main child ended; a failure is one error line, and the next scan comes. */
   async run(): Promise<void> {
     for (let child = this.#settings.mainChild(); child !== null;) {
-      this.#scan(child);
+      try {
+        this.#scan(child);
+      } catch (err: unknown) {
+        this.#failed(err);
+      }
       await quietDelay(ORPHAN_SCAN_MS);
       child = this.#settings.mainChild();
     }
@@ -96,7 +100,9 @@ export class OrphanPatrol {
     }
     if (orphans.length === 0) return;
     this.#say(`SIGTERM to processes reparented to denit (--kill-orphans)`, orphans);
-    void this.#killLater(orphans.map((p) => [p.pid, this.#seen.get(p.pid) ?? ""]));
+    void this.#killLater(orphans.map((p) => [p.pid, this.#seen.get(p.pid) ?? ""])).catch(
+      (err: unknown) => this.#failed(err),
+    );
   }
 
   async #killLater(orphans: readonly (readonly [number, string])[]): Promise<void> {
@@ -113,6 +119,11 @@ export class OrphanPatrol {
       `${signalName(SIGKILL)} to reparented processes still running after ${grace}`,
       killed,
     );
+  }
+
+  #failed(err: unknown): void {
+    const error = err instanceof Error ? err.message : String(err);
+    this.#settings.log.error("--kill-orphans failed this time; denit goes on", { error });
   }
 
   #say(what: string, processes: readonly ProcessInfo[]): void {

@@ -736,11 +736,7 @@ export class Supervisor {
       own: () => this.#jobs === null ? [] : [this.#jobs.servicePid],
       spare: (work) => this.#spare(work),
     });
-    try {
-      await patrol.run();
-    } catch (err: unknown) {
-      this.#log.error("--kill-orphans stopped looking for orphans", { error: describeError(err) });
-    }
+    await patrol.run();
   }
 
   /** `--drain-while jobs`: whether the job service has jobs running, as it last counted. */
