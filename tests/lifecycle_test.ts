@@ -185,13 +185,16 @@ async function stillHeld(proc: Running): Promise<void> {
   assertOk(!proc.lines.includes("SIGTERM"), "the stop went on while the check held");
 }
 
-/** The check stops holding now: TERM reaches the child within a second, and denit exits 0. */
+/**
+ * The check stops holding now: TERM reaches the child within 2 s (checks every 250 ms; the rest
+ * is slack for a loaded machine, against the 20 s delay), and denit exits 0.
+ */
 async function endsWithin(proc: Running, release: () => unknown, found: RegExp): Promise<void> {
   const released = Date.now();
   await release();
   await proc.waitFor(/^SIGTERM$/, { timeoutMs: 5000 });
   const after = Date.now() - released;
-  assertOk(after < 1000, `TERM reached the child ${after} ms after the work ended`);
+  assertOk(after < 2000, `TERM reached the child ${after} ms after the work ended`);
   const result = await proc.status();
   assertEquals(result.code, 0, result.stderr);
   assertMatch(result.stderr, /SIGTERM held while .* holds, at most 20s: not ready meanwhile/);
@@ -239,7 +242,7 @@ Deno.test("--drain-while tcp: the stop waits while the port accepts; nothing lis
     const sent = Date.now();
     idle.kill("SIGTERM");
     await idle.waitFor(/^SIGTERM$/, { timeoutMs: 5000 });
-    assertOk(Date.now() - sent < 1000, `an idle stop was held ${Date.now() - sent} ms`);
+    assertOk(Date.now() - sent < 2000, `an idle stop was held ${Date.now() - sent} ms`);
     assertEquals((await idle.status()).code, 0);
   } finally {
     await idle.stop();
@@ -291,7 +294,7 @@ for (const mode of MODES) {
       const again = Date.now();
       Deno.kill(denitPid(second, mode), "SIGTERM");
       await second.waitFor(/^SIGTERM$/, { timeoutMs: 3000 });
-      assertOk(Date.now() - again < 1000, "the second stop signal was held too");
+      assertOk(Date.now() - again < 2000, "the second stop signal was held too");
       assertEquals((await second.status()).code, 0);
       assertEquals(second.lines.filter((l) => l === "SIGTERM").length, 1);
     } finally {
