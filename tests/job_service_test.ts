@@ -337,7 +337,11 @@ Deno.test("job service: 100,000 connections and 10,000 List calls leave its memo
     const churn = async (count: number) => {
       await clients("churn", count);
       // The service closes what the clients dropped (until then they count against the cap).
-      await waitUntil(() => connectionsOf(service, s.socket) === 0, "every connection closed");
+      await waitUntil(() => connectionsOf(service, s.socket) === 0, "every connection closed")
+        .catch((err: Error) => {
+          const left = connectionsOf(service, s.socket);
+          throw new Error(`${err.message} (${left} still open)`, { cause: err });
+        });
       // And it counted them out (its count of connections lags their closing a little).
       await answering(s.socket);
     };
