@@ -1068,12 +1068,13 @@ Deno.test("without --ready-when, /readyz is 200 as soon as the child runs", asyn
 /**
  * A CI-like child: it leaves a daemon that ignores TERM (setsid, so it left the child's group)
  * and a background process in its own group, says their pids, and ends with 7 once the test
- * opens its FIFO ($0).
+ * opens its FIFO ($0). The daemon ignores TERM from its fork on: a scan may find it the moment its
+ * parent is gone.
  */
 const CI_STEP = [
   "sh",
   "-c",
-  `(setsid sh -c 'trap "" TERM; exec sleep 600' & echo "daemon $!"); ` +
+  `(trap "" TERM; setsid sleep 600 & echo "daemon $!"); ` +
   `(sleep 600 & echo "member $!"); read x < "$0"; echo "child done"; exit 7`,
 ];
 
