@@ -547,3 +547,14 @@ export async function endpointOnLoopback(
   }
   return { port, proc };
 }
+
+/** A FIFO in a new temporary directory: a child blocks on reading it until `open()` is called. */
+export async function fifoGate(
+  prefix: string,
+): Promise<{ dir: string; path: string; open: () => Promise<void> }> {
+  const dir = await Deno.makeTempDir({ prefix });
+  const path = `${dir}/gate`;
+  const made = await run(["mkfifo", path]);
+  if (made.code !== 0) throw new Error(`mkfifo: ${made.stderr}`);
+  return { dir, path, open: async () => (await Deno.open(path, { write: true })).close() };
+}

@@ -14,6 +14,7 @@ import {
   DENIT,
   DENO,
   exists,
+  fifoGate,
   inCgroup,
   jobsOptions,
   listeningSocketsOf,
@@ -675,10 +676,7 @@ Deno.test("job service: a Run while the main child drains after a stop signal is
 });
 
 Deno.test("job service: --drain-while jobs holds a stop until the running jobs ended, then the child gets it", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "denit-drain-" });
-  const fifo = `${dir}/work`;
-  const made = await run(["mkfifo", fifo]);
-  assertEquals(made.code, 0, made.stderr);
+  const { dir, path: fifo, open } = await fifoGate("denit-drain-");
   const s = await new Service("subreaper", [
     "-v",
     "--shutdown-delay",
@@ -707,7 +705,7 @@ Deno.test("job service: --drain-while jobs holds a stop until the running jobs e
     await new Promise((resolve) => setTimeout(resolve, 1000));
     assertOk(!s.proc.lines.includes("got TERM"), "the stop went on while a job ran");
     const released = Date.now();
-    await gate(fifo).open();
+    await open();
     await s.proc.waitFor(/^got TERM$/, { timeoutMs: 5000 });
     assertOk(Date.now() - released < 3000, `TERM came ${Date.now() - released} ms after the job`);
     const { code, stderr } = await s.proc.status();
@@ -721,9 +719,7 @@ Deno.test("job service: --drain-while jobs holds a stop until the running jobs e
 });
 
 Deno.test("job service: --kill-orphans spares the service and a keeper whose service died; a real orphan goes", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "denit-orphans-" });
-  const fifo = `${dir}/go`;
-  assertEquals((await run(["mkfifo", fifo])).code, 0);
+  const { dir, path: fifo, open } = await fifoGate("denit-orphans-");
   const s = await new Service("subreaper", ["--kill-orphans=0"], [
     "sh",
     "-c",
@@ -740,7 +736,7 @@ Deno.test("job service: --kill-orphans spares the service and a keeper whose ser
     await waitUntil(() => statusValue(keeper, "PPid") === s.pid, "the keeper reparented to denit");
     await answering(s.socket);
     // A scan that stops this orphan sees the keeper too (it came first).
-    await gate(fifo).open();
+    await open();
     const orphan = Number(s.proc.line(await s.proc.waitFor(/^orphan \d+$/)).split(" ")[1]);
     await waitUntil(() => !exists(orphan) || processState(orphan) === "Z", "the orphan stopped");
     assertOk(exists(keeper) && processState(keeper) !== "Z", "the keeper was stopped");

@@ -13,6 +13,7 @@ import {
   denitPid,
   ECHO,
   exists,
+  fifoGate,
   freePort,
   hostPid,
   type Mode,
@@ -1085,15 +1086,9 @@ async function pidSaid(proc: Running, mode: Mode, what: string): Promise<number>
   return mode === "pid1" ? hostPid(denitPid(proc, mode), inner) : inner;
 }
 
-async function openFifo(path: string): Promise<void> {
-  (await Deno.open(path, { write: true })).close();
-}
-
 for (const mode of MODES) {
   Deno.test(`${mode}: --kill-orphans: a daemon the child left gets TERM, then KILL after GRACE; the child's group is spared`, async () => {
-    const dir = await Deno.makeTempDir({ prefix: "denit-orphans-" });
-    const fifo = `${dir}/go`;
-    assertEquals((await run(["mkfifo", fifo])).code, 0);
+    const { dir, path: fifo, open } = await fifoGate("denit-orphans-");
     const proc = new Running(denitArgv(mode, ["-w", "--kill-orphans=1s", "--", ...CI_STEP, fifo]));
     try {
       const daemon = await pidSaid(proc, mode, "daemon");
@@ -1105,7 +1100,7 @@ for (const mode of MODES) {
       assertOk(took >= 900 && took < 4000, `the daemon lasted ${took} ms, not scan + 1 s`);
       assertOk(exists(member), "a process of the child's group was stopped while the child ran");
       assertOk(!proc.lines.includes("child done"));
-      await openFifo(fifo);
+      await open();
       const result = await proc.status();
       assertEquals(result.code, 7, result.stderr);
       const inner = (line: string) => /(\d+) \(sleep\)/.exec(line)?.[1];
@@ -1127,9 +1122,7 @@ for (const mode of MODES) {
 }
 
 Deno.test("--kill-orphans is off by default: the daemon lives until the child ends", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "denit-orphans-" });
-  const fifo = `${dir}/go`;
-  assertEquals((await run(["mkfifo", fifo])).code, 0);
+  const { dir, path: fifo, open } = await fifoGate("denit-orphans-");
   const proc = new Running(
     denitArgv("subreaper", ["-w", "--kill-after", "200ms", "--", ...CI_STEP, fifo]),
   );
@@ -1138,7 +1131,7 @@ Deno.test("--kill-orphans is off by default: the daemon lives until the child en
     // Three scans' worth of time with --kill-orphans would have ended it.
     await new Promise((resolve) => setTimeout(resolve, 3000));
     assertOk(exists(daemon) && processState(daemon) !== "Z", "the daemon was stopped");
-    await openFifo(fifo);
+    await open();
     const result = await proc.status();
     assertEquals(result.code, 7, result.stderr);
     assertOk(!/reparented/.test(result.stderr), result.stderr);

@@ -27,6 +27,8 @@ export interface ProcessInfo {
   readonly pgid: number;
   /** The parent (0 when unknown). */
   readonly ppid: number;
+  /** When it started (proc(5) field 22): with the pid, its identity; "" when unknown. */
+  readonly startTime: string;
 }
 
 /** The children of `pid` (of this process: "self"), from every thread's children list. */
@@ -88,19 +90,21 @@ export function describeProcess(pid: number): ProcessInfo {
     const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
     const open = stat.indexOf("(");
     const close = stat.lastIndexOf(")");
-    // proc(5): after "(comm) " come state, ppid, pgrp.
-    const [state = "?", ppid = "0", pgrp = "0"] = stat.slice(close + 2).split(" ");
+    // proc(5): after "(comm) " come state, ppid, pgrp; starttime is the 20th.
+    const fields = stat.slice(close + 2).split(" ");
+    const [state = "?", ppid = "0", pgrp = "0"] = fields;
     return {
       pid,
       name: stat.slice(open + 1, close),
       state,
       pgid: Number(pgrp),
       ppid: Number(ppid),
+      startTime: fields[19] ?? "",
     };
   } catch (err: unknown) {
     const exhausted = exhaustion(err);
     if (exhausted !== null) throw exhausted;
-    return { pid, name: "?", state: "?", pgid: 0, ppid: 0 }; // Ended while we looked.
+    return { pid, name: "?", state: "?", pgid: 0, ppid: 0, startTime: "" }; // Ended while we looked.
   }
 }
 

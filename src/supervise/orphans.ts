@@ -31,16 +31,6 @@ export interface PatrolSettings {
   readonly spare: <T>(work: () => T) => T;
 }
 
-/** The start time of a process (proc(5) field 22): with the pid, its identity. */
-function startTime(pid: number): string | null {
-  try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
 function executable(pid: number): string | null {
   try {
     return Deno.readLinkSync(`/proc/${pid}/exe`);
@@ -85,34 +75,31 @@ export class OrphanPatrol {
   #scan(child: number): void {
     const { spare, own } = this.#settings;
     const spared = new Set([child, ...own()]);
-    const fresh = spare(() => childrenOf("self")).filter((pid) => {
-      const known = this.#seen.get(pid);
-      return !spared.has(pid) && (known === undefined || known !== startTime(pid));
-    });
     const orphans: ProcessInfo[] = [];
-    for (const pid of fresh) {
-      const started = startTime(pid);
+    for (const pid of spare(() => childrenOf("self"))) {
+      if (spared.has(pid)) continue;
       const info = spare(() => describeProcess(pid));
-      const ownProcess = this.#ownExecutables.has(spare(() => executable(pid)) ?? "");
-      if (started === null || info.state === "Z" || info.pgid === child || ownProcess) continue;
-      this.#seen.set(pid, started);
+      if (info.startTime === "" || this.#seen.get(pid) === info.startTime) continue;
+      if (info.state === "Z" || info.pgid === child) continue;
+      if (this.#ownExecutables.has(spare(() => executable(pid)) ?? "")) continue;
+      this.#seen.set(pid, info.startTime);
       if (sendSignal(pid, SIGTERM).ok) orphans.push(info);
     }
     if (orphans.length === 0) return;
     this.#say(`SIGTERM to processes reparented to denit (--kill-orphans)`, orphans);
-    void this.#killLater(orphans.map((p) => [p.pid, this.#seen.get(p.pid) ?? ""])).catch(
-      (err: unknown) => this.#failed(err),
-    );
+    void this.#killLater(orphans).catch((err: unknown) => this.#failed(err));
   }
 
-  async #killLater(orphans: readonly (readonly [number, string])[]): Promise<void> {
+  async #killLater(orphans: readonly ProcessInfo[]): Promise<void> {
     await quietDelay(this.#settings.graceMs);
     // Only the same processes (pid and start time), and only while the main child runs: after
     // its end the leftover sweep stops every process, these included.
     if (this.#settings.mainChild() === null) return;
-    const left = orphans.filter(([pid, started]) => startTime(pid) === started);
-    const killed = left.map(([pid]) => this.#settings.spare(() => describeProcess(pid)))
-      .filter((p) => p.state !== "Z" && sendSignal(p.pid, SIGKILL).ok);
+    const killed = orphans.map((p) => this.#settings.spare(() => describeProcess(p.pid)))
+      .filter((now, i) =>
+        now.startTime === orphans[i]?.startTime && now.state !== "Z" &&
+        sendSignal(now.pid, SIGKILL).ok
+      );
     if (killed.length === 0) return;
     const grace = formatDuration(this.#settings.graceMs);
     this.#say(
