@@ -10,6 +10,7 @@ import {
   AT_FDCWD,
   closeFd,
   type DirEntry,
+  Errno,
   errnoMessage,
   type FileKind,
   listDirectory,
@@ -115,7 +116,7 @@ export function linkFate(
 export function statIfThere(dirFd: number, name: Uint8Array, path: string): PathStat | null {
   const result = statAt(dirFd, name);
   if (result.ok) return result.value;
-  if (result.errno === 2) return null; // ENOENT: to be created
+  if (result.errno === Errno.ENOENT) return null; // to be created
   fail("inspect", path, result.errno);
 }
 
@@ -194,7 +195,7 @@ export function openRoot(root: Root): OpenedRoot {
   const follow = root.contents || root.follow;
   const stat = statPath(root.src, follow);
   if (!stat.ok) {
-    if (stat.errno === 2) {
+    if (stat.errno === Errno.ENOENT) {
       throw new CopyError(
         `Cannot copy "${root.src}": no such file or directory${globHint(root.src)}`,
       );

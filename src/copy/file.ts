@@ -9,6 +9,7 @@ import {
   closeFd,
   copyData,
   createExclusive,
+  Errno,
   openForReading,
   type PathStat,
   readAt,
@@ -123,7 +124,9 @@ async function sha256(fd: number, size: number): Promise<string> {
 function copyXattrs(input: number, output: number, path: () => string): XattrMiss[] {
   const attrs = readXattrs(input);
   // ENOTSUP: the source's filesystem has none to copy.
-  if (!attrs.ok) return attrs.errno === 95 ? [] : [{ attr: "*", path: path(), errno: attrs.errno }];
+  if (!attrs.ok) {
+    return attrs.errno === Errno.ENOTSUP ? [] : [{ attr: "*", path: path(), errno: attrs.errno }];
+  }
   const misses: XattrMiss[] = [];
   for (const [attr, value] of attrs.value) {
     const written = writeXattr(output, attr, value);

@@ -7,6 +7,7 @@ import { parseSignal, RUNTIME_ARMED_SIGNALS } from "../common/signals.ts";
 import {
   AT_FDCWD,
   closeFd,
+  Errno,
   makeDirectory,
   openDirectory,
   raiseFileLimit,
@@ -116,13 +117,13 @@ function makeDestination(dest: string): string[] {
       }
       break;
     }
-    if (stat.errno !== 2) fail("inspect", path, stat.errno);
+    if (stat.errno !== Errno.ENOENT) fail("inspect", path, stat.errno);
     missing.push(path);
     if (path === "/" || path === ".") break;
   }
   for (const path of missing.reverse()) {
     const result = makeDirectory(AT_FDCWD, path, 0o777);
-    if (!result.ok && result.errno !== 17) fail("create directory", path, result.errno);
+    if (!result.ok && result.errno !== Errno.EEXIST) fail("create directory", path, result.errno);
     if (result.ok) made.push(path);
   }
   return made;
@@ -152,7 +153,9 @@ async function copyInto(invocation: CopyInvocation, target: Target, run: CopyRun
     made = invocation.dryRun ? [] : makeDestination(dest);
     const openedDest = openDirectory(AT_FDCWD, dest, true);
     if (openedDest.ok) destFd = openedDest.value;
-    else if (!invocation.dryRun || openedDest.errno !== 2) fail("open", dest, openedDest.errno);
+    else if (!invocation.dryRun || openedDest.errno !== Errno.ENOENT) {
+      fail("open", dest, openedDest.errno);
+    }
     let files = 0;
     const onItem = (item: PlanItem) => {
       if (item.action === "skip") {

@@ -6,7 +6,7 @@
  * every change. The service signals the jobs' process groups itself (Cancel).
  */
 
-import { signalName } from "../common/signals.ts";
+import { signalName, signalNumber } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
 import { Job, JOB_OUTPUT_CAP, type JobRecord, JobTable } from "./store.ts";
@@ -39,8 +39,8 @@ const LIST_PAGE_BYTES = 1024 * 1024;
 const OUTPUT_CHUNK = 256 * 1024;
 /** How often Cancel looks whether the job's process group is empty (the kernel tells no one). */
 const GROUP_POLL_MS = 20;
-/** SIGUSR1 (10): asks a job's keeper to cancel it (launch/keep.c). */
-const SIGUSR1 = 10;
+/** Asks a job's keeper to cancel it (launch/keep.c). */
+const CANCEL_SIGNAL = signalNumber("SIGUSR1");
 
 const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -444,7 +444,7 @@ export class JobService {
       // The keeper sends TERM now and KILL after the grace, whatever becomes of this service:
       // told before the record says so, so that a service killed in between loses no Cancel.
       replaceFile(job.path("cancel"), encoder.encode(String(grace)));
-      sendSignal(job.state?.keeper ?? 0, SIGUSR1);
+      sendSignal(job.state?.keeper ?? 0, CANCEL_SIGNAL);
       job.record.cancel = { atMs: Date.now(), graceMs: grace, alive };
       job.save();
     }

@@ -18,7 +18,7 @@ import {
   STOPPING_FILE,
 } from "../common/job_paths.ts";
 import type { Logger } from "../common/log.ts";
-import { signalName, SIGTERM } from "../common/signals.ts";
+import { signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { UnixListener } from "../sys/listener.ts";
 import { type ExitStatus, pathExists, sendSignal, spawn } from "../sys/process.ts";
 import { findMemoryCgroup, oomCountFile, readOomKills } from "./cgroup.ts";
@@ -30,8 +30,8 @@ const RESTART_MAX_MS = 5000;
 const RESTART_RESET_AFTER_MS = 10_000;
 /** Where the service finds the listening socket. */
 const LISTEN_FD = 3;
-/** SIGUSR2: denit is stopping, no new jobs. */
-const SIGUSR2 = 12;
+/** Tells the service that denit is stopping: no new jobs. */
+const STOPPING_SIGNAL = signalNumber("SIGUSR2");
 
 /** Where and how the service runs. */
 export interface JobsSettings {
@@ -222,7 +222,7 @@ export class JobHost {
     } catch {
       // A full or read-only spool: the signal below still says it.
     }
-    if (this.#servicePid > 0) sendSignal(this.#servicePid, SIGUSR2);
+    if (this.#servicePid > 0) sendSignal(this.#servicePid, STOPPING_SIGNAL);
   }
 
   /** Stops the service, closes the socket and removes it (denit is about to exit). */
