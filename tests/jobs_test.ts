@@ -279,7 +279,9 @@ Deno.test("jobs: a job that prints 1 GiB: denit's and the service's memory stay 
     assertEquals(job.status, "SUCCEEDED");
     assertEquals(job.stdoutBytes, JOB_OUTPUT_CAP);
     assertOk(job.outputTruncated);
-    assertOk(peak - before < 32 * 1024, `RSS ${before} → peak ${peak} KiB`);
+    // Holding the stored output would add its 64 MiB; the service's reading of the keeper's
+    // changes (an event per write) makes garbage that its heap's collector lets grow first.
+    assertOk(peak - before < 48 * 1024, `RSS ${before} → peak ${peak} KiB`);
     // FollowIO sends the stored part, then says it was cut.
     const messages = await collect(c.FollowIO({ id: "big", readStdout: JOB_OUTPUT_CAP - 10 }));
     assertEquals(messages.at(-1)?.truncated, true);

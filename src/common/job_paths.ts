@@ -8,6 +8,8 @@
  * file never.
  */
 
+import { errorLine } from "./errors.ts";
+
 /** Where `denit job` and `denit bridge` look for the service unless told (the README's path). */
 export const DEFAULT_JOBS_SOCKET = "/run/denit/jobs.sock";
 
@@ -112,8 +114,7 @@ export function prepareTrustedDirectory(dir: string, label: string): void {
   try {
     prepareDirectory(dir);
   } catch (err: unknown) {
-    const reason = err instanceof Error ? err.message : String(err);
-    throw new Error(`${label} ${reason}`, { cause: err });
+    throw new Error(`${label} ${errorLine(err)}`, { cause: err });
   }
 }
 

@@ -23,14 +23,18 @@ export interface Logger {
   flush(timeoutMs: number): Promise<void>;
 }
 
-/** Control characters (a newline in a process name, say) as visible escapes: a line stays one. */
-function escapeControls(text: string): string {
+/**
+ * Control characters (a newline in a process name, say) as visible escapes (\n, \t, \x1b),
+ * backslashes doubled: a line stays one, and a terminal shows it as it is.
+ */
+export function escapeControls(text: string): string {
   // deno-lint-ignore no-control-regex -- finding control characters is the point
-  return text.replace(/[\u0000-\u001f\u007f]/g, (char) => {
+  return text.replace(/[\\\u0000-\u001f\u007f-\u009f]/g, (char) => {
     const code = char.charCodeAt(0);
-    if (code === 10) return "\\n";
-    if (code === 13) return "\\r";
-    if (code === 9) return "\\t";
+    if (char === "\\") return "\\\\";
+    if (char === "\n") return "\\n";
+    if (char === "\r") return "\\r";
+    if (char === "\t") return "\\t";
     return `\\x${code.toString(16).padStart(2, "0")}`;
   });
 }

@@ -6,6 +6,7 @@
  * and no list of the tree: memory grows with depth and the largest directory, not the tree.
  */
 
+import { errorLine } from "../common/errors.ts";
 import {
   AT_FDCWD,
   closeFd,
@@ -66,8 +67,7 @@ export interface PlanItem {
 
 /** The cause part of a Deno error message, without the "(os error N)" tail. */
 export function describeError(err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  return (message.split(" (os error")[0] ?? "").split("\n")[0] ?? "";
+  return errorLine(err).split(" (os error")[0] ?? "";
 }
 
 /** Throws the one-line CopyError for a failed call. */

@@ -29,11 +29,6 @@ export function printable(name: Uint8Array): string {
   }
 }
 
-/** The text of a symlink target for messages. */
-export function printableTarget(target: Uint8Array): string {
-  return printable(target);
-}
-
 /**
  * A temporary name: `.denit-` and 12 hex digits, 19 bytes whatever the final name, so any name
  * that fits its directory can be copied through a temporary.

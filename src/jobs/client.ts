@@ -9,7 +9,7 @@ import { type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.t
 import { formatDuration, parseDuration } from "../common/duration.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
-import { printErr, printOut } from "../common/log.ts";
+import { escapeControls, printErr, printOut } from "../common/log.ts";
 import { parseSignal } from "../common/signals.ts";
 import { DEFAULT_JOBS_SOCKET } from "../common/job_paths.ts";
 import { jobsDefinition } from "./proto.ts";
@@ -175,21 +175,6 @@ function describeJob(job: JobMessage): string {
   return `${job.id} ${job.status.toLowerCase()} pid=${job.pid}${end}${cause}`;
 }
 
-/** Text for a terminal: control characters as escapes (\n, \t, \x1b), backslashes doubled. */
-function printable(text: string): string {
-  let out = "";
-  for (const c of text) {
-    const code = c.charCodeAt(0);
-    if (c === "\\") out += "\\\\";
-    else if (c === "\n") out += "\\n";
-    else if (c === "\t") out += "\\t";
-    else if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) {
-      out += `\\x${code.toString(16).padStart(2, "0")}`;
-    } else out += c;
-  }
-  return out;
-}
-
 function time(ms: number): string {
   return ms === 0 ? "-" : new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
 }
@@ -282,21 +267,12 @@ async function printLogs(reach: Reach, id: string, follow: boolean): Promise<voi
   });
 }
 
-async function followStatus(reach: Reach, id: string): Promise<JobMessage> {
+/** Follows a job to its end (printing each status with `print`); resolves to its last. */
+async function followStatus(reach: Reach, id: string, print: boolean): Promise<JobMessage> {
   let last: JobMessage | null = null;
   await resumable(reach, () => reach.client().Follow({ id }), (job) => {
     last = job;
-    printOut(describeJob(job));
-    return Promise.resolve();
-  });
-  if (last === null) throw new CallFailed("the service sent nothing", ExitCode.INTERNAL);
-  return last;
-}
-
-async function finalJob(reach: Reach, id: string): Promise<JobMessage> {
-  let last: JobMessage | null = null;
-  await resumable(reach, () => reach.client().Follow({ id }), (job) => {
-    last = job;
+    if (print) printOut(describeJob(job));
     return Promise.resolve();
   });
   if (last === null) throw new CallFailed("the service sent nothing", ExitCode.INTERNAL);
@@ -399,7 +375,7 @@ async function perform(
     case "run":
       return await runJob(rest, settings, reach);
     case "follow":
-      return jobCode(await followStatus(reach, id));
+      return jobCode(await followStatus(reach, id, true));
     case "logs":
       await printLogs(reach, id, settings.flag("follow"));
       return ExitCode.OK;
@@ -424,7 +400,7 @@ async function runJob(argv: readonly string[], settings: Settings, reach: Reach)
     return ExitCode.OK;
   }
   await printLogs(reach, job.id, true);
-  return jobCode(await finalJob(reach, job.id));
+  return jobCode(await followStatus(reach, job.id, false));
 }
 
 async function cancelJob(id: string, settings: Settings, reach: Reach): Promise<number> {
@@ -451,7 +427,7 @@ async function listJobs(reach: Reach): Promise<number> {
     printHeader();
     const exit = job.status === "RUNNING" ? "-" : job.signal || String(job.exitCode);
     const when = [time(job.startedAtMs), time(job.finishedAtMs)];
-    const command = job.argv.map(printable).join(" ");
+    const command = job.argv.map(escapeControls).join(" ");
     printOut([job.id, job.status.toLowerCase(), exit, job.pid, ...when, command].join("\t"));
   }
   printHeader();

@@ -16,7 +16,7 @@ import * as grpc from "@grpc/grpc-js";
 import { createServer, type Socket } from "node:net";
 import { Duplex } from "node:stream";
 import { type OptionSpec, scanArgs, Settings } from "../common/args.ts";
-import { UsageError } from "../common/errors.ts";
+import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { prepareTrustedDirectory, runDirectory } from "../common/job_paths.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
@@ -131,8 +131,7 @@ function filtered(socket: Socket, filter: GoawayFilter): Duplex {
 /** A refusal or an unexpected failure, as a gRPC status. */
 function statusOf(err: unknown): Partial<grpc.StatusObject> {
   if (err instanceof JobsError) return { code: grpc.status[err.code], details: err.message };
-  const message = err instanceof Error ? err.message : String(err);
-  return { code: grpc.status.INTERNAL, details: message.split("\n")[0] ?? "" };
+  return { code: grpc.status.INTERNAL, details: errorLine(err) };
 }
 
 /** What the pacing reads of the HTTP/2 connection under a call. */
@@ -330,7 +329,7 @@ export async function serveMain(args: readonly string[]): Promise<number> {
     await listen(server, Number(settings.last("listen-fd")?.value ?? 3), log);
     log.info("listening", { spool: dir });
   } catch (err: unknown) {
-    log.error(`cannot serve jobs: ${(err instanceof Error ? err.message : String(err))}`);
+    log.error(`cannot serve jobs: ${errorLine(err)}`);
     return ExitCode.INTERNAL;
   }
   // It serves until denit ends it (SIGTERM, or the launcher's parent-death signal).

@@ -6,6 +6,7 @@
  * every change. The service signals the jobs' process groups itself (Cancel).
  */
 
+import { errorLine } from "../common/errors.ts";
 import { signalName, signalNumber } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
@@ -279,7 +280,7 @@ export class JobService {
     try {
       job = Job.create(this.#dir, id, ++this.#seq, Object.freeze([...argv]));
     } catch (err: unknown) {
-      throw new JobsError("UNAVAILABLE", `cannot keep the job in the spool: ${describe(err)}`);
+      throw new JobsError("UNAVAILABLE", `cannot keep the job in the spool: ${errorLine(err)}`);
     }
     this.#table.add(job);
     this.#keep(job, workDir, env);
@@ -474,10 +475,6 @@ export class JobService {
     const more = page.length < jobs.length;
     return { jobs: page, nextAfterId: more ? page.at(-1)?.id ?? "" : "" };
   }
-}
-
-function describe(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).split("\n")[0] ?? "";
 }
 
 /** Records of a run, for the restarted service's first look (exported for tests). */

@@ -9,6 +9,7 @@
  * jobs may start, and stops it at the end.
  */
 
+import { errorLine } from "../common/errors.ts";
 import {
   COUNTS_FILE,
   type JobCounts,
@@ -45,10 +46,6 @@ export interface JobsSettings {
 }
 
 const encoder = new TextEncoder();
-
-function firstLine(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).split("\n")[0] ?? "";
-}
 
 /**
  * The service is the OOM killer's pick before denit (its death loses nothing: the jobs' keepers
@@ -108,7 +105,7 @@ export class JobHost {
       // This run's directory too: a spool that cannot hold it (read-only) fails here, once.
       prepareTrustedDirectory(runDirectory(spool, Deno.pid), "job spool:");
     } catch (err: unknown) {
-      throw new Error(`Cannot keep jobs in "${spool}": ${firstLine(err)}`, { cause: err });
+      throw new Error(`Cannot keep jobs in "${spool}": ${errorLine(err)}`, { cause: err });
     }
     let listener: UnixListener;
     try {
@@ -118,7 +115,7 @@ export class JobHost {
       await prepareSocketPath(socket);
       listener = UnixListener.bind(socket);
     } catch (err: unknown) {
-      throw new Error(`Cannot serve jobs on "${socket}": ${firstLine(err)}`, { cause: err });
+      throw new Error(`Cannot serve jobs on "${socket}": ${errorLine(err)}`, { cause: err });
     }
     this.#listener = listener;
     void this.#keepServing(listener);

@@ -7,7 +7,7 @@
 import type { ListenAddress } from "../common/address.ts";
 import { formatAddress } from "../common/address.ts";
 import { formatDrainCheck } from "../common/ready.ts";
-import { UsageError } from "../common/errors.ts";
+import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
 import type { SnapshotSource, SupervisorSettings } from "../common/snapshot.ts";
@@ -258,17 +258,14 @@ function optionHint(name: string): string {
  * error line, and the process goes on.
  */
 function keepGoing(log: Logger): void {
-  const line = (what: string, reason: unknown) =>
-    (reason instanceof Error ? `${reason.name}: ${reason.message}` : String(reason))
-      .split("\n")[0] ?? what;
   globalThis.addEventListener("error", (event) => {
     event.preventDefault();
-    log.error("an uncaught error; denit goes on", { error: line("error", event.error) });
+    log.error("an uncaught error; denit goes on", { error: errorLine(event.error, true) });
   });
   globalThis.addEventListener("unhandledrejection", (event) => {
     event.preventDefault();
     log.error("a rejection nobody handled; denit goes on", {
-      error: line("rejection", event.reason),
+      error: errorLine(event.reason, true),
     });
   });
 }

@@ -7,6 +7,7 @@
  * executable is denit's runtime or launcher).
  */
 
+import { errorLine } from "../common/errors.ts";
 import { quietDelay } from "../common/delay.ts";
 import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
@@ -109,7 +110,7 @@ export class OrphanPatrol {
   }
 
   #failed(err: unknown): void {
-    const error = err instanceof Error ? err.message : String(err);
+    const error = errorLine(err);
     this.#settings.log.error("--kill-orphans failed this time; denit goes on", { error });
   }
 

@@ -5,6 +5,7 @@
  * of the loop: failures are logged, and reaping and forwarding go on.
  */
 
+import { errorLine } from "../common/errors.ts";
 import { quietDelay } from "../common/delay.ts";
 import { type DrainCheck, formatDrainCheck } from "../common/ready.ts";
 import { formatDuration } from "../common/duration.ts";
@@ -138,11 +139,6 @@ export interface SupervisorOptions {
   readonly trap?: (point: FaultPoint) => void;
   /** The open-file soft limit the container set (the launcher's record): the child's default. */
   readonly containerFileLimit: number;
-}
-
-/** An error, as one line for a log field. */
-function describeError(err: unknown): string {
-  return (err instanceof Error ? `${err.name}: ${err.message}` : String(err)).split("\n")[0] ?? "";
 }
 
 /** Runs one child under supervision. */
@@ -352,7 +348,7 @@ export class Supervisor {
       this.#trap?.(point);
       work();
     } catch (err: unknown) {
-      this.#log.error(`${point} failed; denit goes on`, { error: describeError(err) });
+      this.#log.error(`${point} failed; denit goes on`, { error: errorLine(err, true) });
     }
   }
 
@@ -422,7 +418,7 @@ export class Supervisor {
         await this.#scanZombies();
       } catch (err: unknown) {
         // The count stays as it was; the next scan tries again.
-        this.#log.error("zombie-scan failed; denit goes on", { error: describeError(err) });
+        this.#log.error("zombie-scan failed; denit goes on", { error: errorLine(err, true) });
       }
       await this.#dropCodePages();
     }
@@ -440,7 +436,7 @@ export class Supervisor {
       Deno.writeTextFileSync(`/proc/${pid}/oom_score_adj`, String(value));
     } catch (err: unknown) {
       this.#log.warn(`cannot set the child's oom_score_adj to ${value}; it keeps denit's`, {
-        error: describeError(err),
+        error: errorLine(err, true),
       });
     }
   }
@@ -466,7 +462,7 @@ export class Supervisor {
       this.#log.debug("dropped the runtime's idle code pages", { mappings: drop.mappings });
     } catch (err: unknown) {
       // Only memory stays as it was: nothing else depends on it.
-      this.#log.debug("cannot drop code pages", { error: describeError(err) });
+      this.#log.debug("cannot drop code pages", { error: errorLine(err, true) });
     }
   }
 
@@ -514,7 +510,7 @@ export class Supervisor {
         this.#afterRound(round);
       } catch (err: unknown) {
         // A PID 1 never bails: say so, wait a moment, and reap again.
-        this.#log.error("reap failed; denit goes on", { error: describeError(err) });
+        this.#log.error("reap failed; denit goes on", { error: errorLine(err, true) });
         reap = true;
         await new Promise((resolve) => setTimeout(resolve, REAP_RETRY_MS));
       }
@@ -657,7 +653,7 @@ export class Supervisor {
         this.#perform(effect);
       } catch (err: unknown) {
         // Never out of the loop once the child runs: the next event tries again.
-        this.#log.error(`cannot ${effect.type}`, { error: describeError(err) });
+        this.#log.error(`cannot ${effect.type}`, { error: errorLine(err, true) });
       }
     }
   }

@@ -10,6 +10,7 @@
  * write that takes longer than WRITE_TIMEOUT_MS is abandoned with a warn line.
  */
 
+import { errorLine } from "../common/errors.ts";
 import type { Logger } from "../common/log.ts";
 import { formatDuration } from "../common/duration.ts";
 import { pathExists } from "../sys/process.ts";
@@ -141,8 +142,7 @@ export async function writeTerminationLog(
     }
   } catch (err: unknown) {
     // Deno's "Read-only file system (os error 30): writefile '...'": the system's words only.
-    const text = err instanceof Error ? err.message.split("\n")[0] ?? "" : String(err);
-    const reason = text.replace(/: [a-z]+ '.*'$/, "");
+    const reason = errorLine(err).replace(/: [a-z]+ '.*'$/, "");
     log.warn(`cannot write the termination message to ${path}: ${reason}`);
   } finally {
     clearTimeout(timer);
