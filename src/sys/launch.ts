@@ -11,7 +11,8 @@ import { closeFd, cString, libc } from "./symbols.ts";
 /** The variable that names the memfd. */
 export const LAUNCH_VARIABLE = "DENIT_LAUNCH";
 
-const SIGTERM = 15; // signal.h
+/** signal.h's SIGTERM (common/signals.ts has it too, but sys/ may not import common/). */
+const SIGTERM = 15;
 
 /** What the launcher handed over. */
 export interface Launch {
