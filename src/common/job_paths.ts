@@ -8,6 +8,7 @@
  * file never.
  */
 
+import { readProcStat } from "./proc.ts";
 import { errorLine } from "./errors.ts";
 
 /** Where `denit job` and `denit bridge` look for the service unless told (the README's path). */
@@ -27,10 +28,7 @@ export interface JobCounts {
  * a pid used again by a later run is another directory).
  */
 export function runDirectory(spool: string, pid: number): string {
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  // proc(5): starttime is field 22; fields after the name start at field 3.
-  const started = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? "0";
-  return `${spool}/denit-${pid}-${started}`;
+  return `${spool}/denit-${pid}-${readProcStat(pid).field(22) || "0"}`;
 }
 
 /** The run directory's file of job counts (JSON, a JobCounts), written by the service. */

@@ -1,4 +1,5 @@
 /** This process's resource figures from /proc/self, for the `process_*` metrics. */
+import { readProcStat } from "../common/proc.ts";
 
 /** The Prometheus client conventions' process figures. */
 export interface ProcessStats {
@@ -42,10 +43,9 @@ export class ProcessStatsCache {
 /** Reads the figures now; any that /proc does not give reads as 0. */
 export function readProcessStats(): ProcessStats {
   const status = Deno.readTextFileSync("/proc/self/status");
-  const stat = Deno.readTextFileSync("/proc/self/stat");
-  // proc(5): fields after "(comm) "; utime is field 14, stime 15, starttime 22 (1-based).
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticks = (index: number) => Number(fields[index - 3]);
+  const stat = readProcStat("self");
+  // proc(5): utime is field 14, stime 15, starttime 22.
+  const ticks = (n: number) => Number(stat.field(n));
   let openFds = 0;
   for (const _ of Deno.readDirSync("/proc/self/fd")) openFds++;
   const limit = /^Max open files\s+(\d+|unlimited)/m.exec(

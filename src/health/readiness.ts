@@ -8,6 +8,7 @@
  * pid (which the kernel attaches) must be the child or one of its descendants.
  */
 
+import { readProcStat } from "../common/proc.ts";
 import { probe } from "../common/probe.ts";
 import {
   formatReadyCheck,
@@ -40,8 +41,7 @@ function inTreeOf(pid: number, child: number): boolean {
   for (let at = pid, hops = 0; at > 1 && hops < 256; hops++) {
     if (at === child) return true;
     try {
-      const stat = Deno.readTextFileSync(`/proc/${at}/stat`);
-      at = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      at = Number(readProcStat(at).field(4));
     } catch {
       return false; // gone before it could be looked at: not provably the child's
     }

@@ -4,6 +4,7 @@
  * /proc/PID/task/TID/children (orphans reparented to a subreaper are its children, and their
  * own children are found from there), which costs nothing like a scan of every process.
  */
+import { readProcStat } from "../common/proc.ts";
 
 /** This process has no file descriptor left: /proc cannot be read until one is freed. */
 export class DescriptorsExhausted extends Error {
@@ -87,19 +88,14 @@ export function otherProcesses(): number[] {
 /** Name and state of a process, from /proc/PID/stat. */
 export function describeProcess(pid: number): ProcessInfo {
   try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    const open = stat.indexOf("(");
-    const close = stat.lastIndexOf(")");
-    // proc(5): after "(comm) " come state, ppid, pgrp; starttime is the 20th.
-    const fields = stat.slice(close + 2).split(" ");
-    const [state = "?", ppid = "0", pgrp = "0"] = fields;
+    const stat = readProcStat(pid);
     return {
       pid,
-      name: stat.slice(open + 1, close),
-      state,
-      pgid: Number(pgrp),
-      ppid: Number(ppid),
-      startTime: fields[19] ?? "",
+      name: stat.name,
+      state: stat.field(3) || "?",
+      pgid: Number(stat.field(5)),
+      ppid: Number(stat.field(4)),
+      startTime: stat.field(22),
     };
   } catch (err: unknown) {
     const exhausted = exhaustion(err);
@@ -117,10 +113,10 @@ const SIGKILL_BIT = 1n << 8n; // signal 9 in a /proc mask
  */
 export function isEnding(pid: number): boolean {
   try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    // proc(5): after "(comm) " come state, ppid, pgrp, session, tty_nr, tpgid, flags.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if ("ZXx".includes(fields[0] ?? "Z") || (Number(fields[6]) & PF_EXITING) !== 0) return true;
+    const stat = readProcStat(pid);
+    if ("ZXx".includes(stat.field(3) || "Z") || (Number(stat.field(9)) & PF_EXITING) !== 0) {
+      return true;
+    }
     const status = Deno.readTextFileSync(`/proc/${pid}/status`);
     const pending = [...status.matchAll(/^(?:SigPnd|ShdPnd):\s*([0-9a-f]+)$/gm)];
     return pending.some((match) => (BigInt(`0x${match[1]}`) & SIGKILL_BIT) !== 0n);
