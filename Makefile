@@ -9,7 +9,7 @@ DENO_HOME := $(CURDIR)/.deno
 DENO := $(DENO_HOME)/bin/deno-$(DENO_VERSION)
 export DENO_DIR := $(DENO_HOME)/cache
 export DENO_NO_UPDATE_CHECK := 1
-SOURCES := $(shell find mod.ts features.ts src -name '*.ts')
+SOURCES := $(shell find mod.ts features.ts src -name '*.ts') proto/denit/jobs/v1/jobs.proto
 
 .PHONY: setup bundle demo test fmt lint check clean rootfs bench image bundle-arm64 rootfs-arm64 image-arm64
 

@@ -9,9 +9,10 @@ import { ROOT } from "./helpers.ts";
 
 const PROGRAMS = ["supervise", "health", "copy", "jobs"];
 
-/** "common", "sys", a program's name, "entry", or "outside". */
+/** "common", "sys", a program's name, "entry", "contract" (proto/), or "outside". */
 function roomOf(path: string): string {
   if (["mod.ts", "features.ts"].includes(path)) return "entry";
+  if (path.startsWith("proto/")) return "contract";
   const match = /^src\/([^/]+)\//.exec(path);
   return match?.[1] ?? "outside";
 }
@@ -50,6 +51,7 @@ function allowed(from: string, to: string): boolean {
   if (a === "entry") return true; // mod.ts loads the optional half's entry (features.ts)
   if (b === "entry") return false; // nothing else imports an entry
   if (a === "common" || a === "sys") return b === a; // the bottom: only itself
+  if (b === "contract") return a === "jobs"; // the job service's .proto, read as text
   if (PROGRAMS.includes(a)) return b === a || b === "common" || b === "sys";
   return false;
 }
@@ -70,4 +72,5 @@ Deno.test("the import check can fail: a program importing another is caught", ()
   assertEquals(allowed("src/common/log.ts", "src/sys/process.ts"), false);
   assertEquals(allowed("src/copy/run.ts", "mod.ts"), false);
   assertEquals(allowed("src/copy/run.ts", "src/sys/files.ts"), true);
+  assertEquals(allowed("src/supervise/jobs.ts", "proto/denit/jobs/v1/jobs.proto"), false);
 });

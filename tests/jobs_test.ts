@@ -22,7 +22,6 @@ import {
   run,
   Running,
 } from "./helpers.ts";
-import { JOBS_PROTO } from "../src/jobs/proto.ts";
 import { descendants } from "../src/supervise/leftovers.ts";
 import {
   call,
@@ -34,7 +33,6 @@ import {
   type Job,
   type Output,
   output,
-  PROTO_PATH,
   rejection,
   Service,
   servicePidOf,
@@ -46,10 +44,6 @@ import {
   JobTable,
   KEEP_FINISHED_JOBS,
 } from "../src/jobs/store.ts";
-
-Deno.test("jobs: the contract in the source is the proto file, byte for byte", () => {
-  assertEquals(JOBS_PROTO, Deno.readTextFileSync(PROTO_PATH));
-});
 
 for (const mode of MODES) {
   Deno.test(`${mode}: jobs: Run, Follow, FollowIO and List; Run is idempotent; 126/127 are results`, async () => {
