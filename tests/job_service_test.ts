@@ -1086,6 +1086,32 @@ Deno.test({
   },
 });
 
+Deno.test("job service: a job whose keeper died before it recorded the end is recorded as 125, not left running", async () => {
+  const s = await new Service("subreaper").ready();
+  let keeper = 0;
+  try {
+    const c = s.client;
+    const job = await call<Job>((cb) => c.Run({ id: "kept", argv: ["sleep", "600"] }, cb));
+    const pid = s.host(job.pid);
+    const field = (at: number, n: number) => {
+      const stat = Deno.readTextFileSync(`/proc/${at}/stat`);
+      return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[n - 3] ?? "";
+    };
+    keeper = Number(field(pid, 4));
+    // The keeper cannot record what it does not see: stopped, then killed after its job.
+    Deno.kill(keeper, "SIGSTOP");
+    Deno.kill(pid, "SIGKILL");
+    await waitUntil(() => field(pid, 3) === "Z", "the job a zombie of its stopped keeper");
+    Deno.kill(keeper, "SIGKILL");
+    const done = await finished(c, "kept");
+    assertEquals([done.status, done.exitCode, done.signal], ["FAILED", 125, ""]);
+    const list = await call<{ jobs: Job[] }>((cb) => c.List({ ids: ["kept"] }, cb));
+    assertEquals(list.jobs.map((j) => j.status), ["FAILED"]);
+  } finally {
+    await s.stop();
+  }
+});
+
 Deno.test({
   name: "job service: a job the OOM killer ends says cause=oom, and the service lives on",
   ignore: MEMORY_V1 === null, // needs a v1 memory cgroup of its own (and root)

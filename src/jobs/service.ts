@@ -187,7 +187,10 @@ export class JobService {
    * jobs not yet done are read again, so that none waits for an event that was lost.
    */
   async watch(): Promise<void> {
-    const sweep = setInterval(() => this.#refresh(this.#table.list()), SWEEP_MS);
+    const sweep = setInterval(() => {
+      this.#refresh(this.#table.list());
+      this.#settleLost();
+    }, SWEEP_MS);
     try {
       for await (const event of Deno.watchFs(this.#dir, { recursive: false })) {
         // A keeper swaps N.state and N.state.new: either name says the state changed.
@@ -211,6 +214,35 @@ export class JobService {
       if (job.finished && job.outputEnded) this.#table.trim();
     }
     if (changed) this.#table.saveCounts();
+  }
+
+  /**
+   * A job whose keeper is gone before it recorded the job's end (the OOM killer can take it right
+   * after its job), and whose process group is gone too, would stay RUNNING for ever: it is
+   * recorded as 125 (how it ended cannot be known). The state is read again once the keeper is
+   * found gone, so that a keeper that recorded the end and then left is believed.
+   */
+  #settleLost(): void {
+    const gone = (pid: number) => {
+      const sent = sendSignal(pid, 0);
+      return !sent.ok && sent.errno === Errno.ESRCH;
+    };
+    for (const job of this.#table.list()) {
+      const state = job.state;
+      if (state === null || job.finished || !gone(state.keeper) || !gone(-state.pid)) continue;
+      job.refresh();
+      const last = job.state;
+      if (last === null || job.finished) continue;
+      const lost =
+        `pid=${last.pid} keeper=${last.keeper} exit=125 signal=0 finished=${Date.now()} ` +
+        `truncated=${last.truncated} lost=${last.lost} ended=1 oom=0`;
+      try {
+        replaceFile(job.path("state"), encoder.encode(`${lost}\n`));
+      } catch {
+        continue; // the disk took it not: the next sweep tries again
+      }
+      this.#refresh([job]);
+    }
   }
 
   /** A job that never ran: its status and the reason, written as a keeper would have. */
