@@ -8,6 +8,7 @@ import * as grpc from "@grpc/grpc-js";
 import { SILENT_CONNECTION_MS } from "../src/jobs/serve.ts";
 import { MAX_RUN_BYTES } from "../src/jobs/service.ts";
 import { readRecords } from "../src/jobs/store.ts";
+import { readProcStat } from "../src/common/proc.ts";
 import { assertEquals, assertMatch, assertOk, defined } from "./assert.ts";
 import {
   cleanup,
@@ -1093,15 +1094,14 @@ Deno.test("job service: a job whose keeper died before it recorded the end is re
     const c = s.client;
     const job = await call<Job>((cb) => c.Run({ id: "kept", argv: ["sleep", "600"] }, cb));
     const pid = s.host(job.pid);
-    const field = (at: number, n: number) => {
-      const stat = Deno.readTextFileSync(`/proc/${at}/stat`);
-      return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[n - 3] ?? "";
-    };
-    keeper = Number(field(pid, 4));
+    keeper = Number(readProcStat(pid).field(4));
     // The keeper cannot record what it does not see: stopped, then killed after its job.
     Deno.kill(keeper, "SIGSTOP");
     Deno.kill(pid, "SIGKILL");
-    await waitUntil(() => field(pid, 3) === "Z", "the job a zombie of its stopped keeper");
+    await waitUntil(
+      () => readProcStat(pid).field(3) === "Z",
+      "the job a zombie of its stopped keeper",
+    );
     Deno.kill(keeper, "SIGKILL");
     const done = await finished(c, "kept");
     assertEquals([done.status, done.exitCode, done.signal], ["FAILED", 125, ""]);
