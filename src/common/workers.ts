@@ -15,16 +15,45 @@ export function workerName(): string | null {
   return (globalThis as { name?: string }).name ?? null;
 }
 
-/**
- * A worker thread's view of its own scope: messages of type `In` come from the main thread,
- * messages of type `Out` go to it.
- */
-export interface WorkerScope<In, Out> {
-  onmessage: ((event: MessageEvent<In>) => void) | null;
-  postMessage(message: Out): void;
+/** A worker's first message: it listens from now on (what is sent before could be lost). */
+export interface Ready {
+  readonly type: "ready";
 }
 
-/** This worker thread's scope (call only on a worker thread). */
-export function workerScope<In, Out>(): WorkerScope<In, Out> {
-  return globalThis as unknown as WorkerScope<In, Out>;
+/** A worker thread's view of its own scope: `In` comes from the main thread, `Out` goes to it. */
+export interface WorkerScope<In, Out> {
+  onmessage: ((event: MessageEvent<In>) => void) | null;
+  postMessage(message: Out | Ready): void;
+}
+
+/** On a worker thread: hands each message to `onMessage`, then tells the main thread it listens. */
+export function listen<In, Out>(
+  onMessage: (message: In, scope: WorkerScope<In, Out>) => void,
+): void {
+  const scope = globalThis as unknown as WorkerScope<In, Out>;
+  scope.onmessage = (event) => onMessage(event.data, scope);
+  scope.postMessage({ type: "ready" });
+}
+
+/**
+ * Starts the worker thread `name`. `ready` resolves once it listens, or once it failed; each
+ * later message goes to `onMessage`, its failure (handled here: it ends nothing else) to `onError`.
+ */
+export function startWorker<Out extends { type: string }>(
+  name: string,
+  handlers: { onMessage(message: Out): void; onError(message: string): void },
+): { worker: Worker; ready: Promise<void> } {
+  const worker = new Worker(Deno.mainModule, { type: "module", name });
+  const ready = Promise.withResolvers<void>();
+  worker.onmessage = (event: MessageEvent<Out | Ready>) => {
+    const message = event.data;
+    if (message.type === "ready") ready.resolve();
+    else handlers.onMessage(message as Out);
+  };
+  worker.onerror = (event: ErrorEvent) => {
+    event.preventDefault();
+    ready.resolve();
+    handlers.onError(event.message);
+  };
+  return { worker, ready: ready.promise };
 }

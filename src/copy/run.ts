@@ -67,7 +67,7 @@ import {
 } from "./file.ts";
 import { bytesOf, display, isTempName, printable, tempName } from "./names.ts";
 import type { FromWorker, JobOutcome, ToWorker } from "./worker.ts";
-import { COPY_WORKER_NAME } from "../common/workers.ts";
+import { COPY_WORKER_NAME, startWorker } from "../common/workers.ts";
 
 export { CopyInterrupted };
 
@@ -153,29 +153,22 @@ class WorkerPool {
 
   constructor(count: number, options: CopyOptions, stop: StopFlag) {
     for (let i = 0; i < count; i++) {
-      // The entry module (bundle, compiled binary or mod.ts) is also the worker's module.
-      const worker = new Worker(Deno.mainModule, { type: "module", name: COPY_WORKER_NAME });
-      const ready = Promise.withResolvers<void>();
-      worker.onmessage = (event: MessageEvent<FromWorker>) => {
-        const message = event.data;
-        if (message.type === "ready") {
-          // Messages sent before the worker listens could be lost: none is sent before this.
-          worker.postMessage({ type: "start", options, stop: stop.buffer } satisfies ToWorker);
-          ready.resolve();
-          return;
-        }
-        this.#waiting.get(message.id)?.(message.outcomes);
-        this.#waiting.delete(message.id);
-      };
-      worker.onerror = (event: ErrorEvent) => {
-        event.preventDefault();
-        this.#broken = `Copy worker failed: ${event.message}`;
-        ready.resolve();
-        for (const [id, resolve] of this.#waiting) {
-          resolve(this.#failed(BATCH)), this.#waiting.delete(id);
-        }
-      };
-      this.#workers.push({ worker, inFlight: 0, ready: ready.promise });
+      const { worker, ready } = startWorker<FromWorker>(COPY_WORKER_NAME, {
+        onMessage: ({ id, outcomes }) => {
+          this.#waiting.get(id)?.(outcomes);
+          this.#waiting.delete(id);
+        },
+        onError: (message) => {
+          this.#broken = `Copy worker failed: ${message}`;
+          for (const [id, resolve] of this.#waiting) {
+            resolve(this.#failed(BATCH)), this.#waiting.delete(id);
+          }
+        },
+      });
+      const started = ready.then(() => {
+        worker.postMessage({ type: "start", options, stop: stop.buffer } satisfies ToWorker);
+      });
+      this.#workers.push({ worker, inFlight: 0, ready: started });
     }
   }
 

@@ -4,7 +4,7 @@
  * its directories by descriptor; the main thread keeps them open until the job is answered.
  */
 
-import { workerScope } from "../common/workers.ts";
+import { listen } from "../common/workers.ts";
 import { CopyError } from "./check.ts";
 import {
   copyFile,
@@ -25,20 +25,16 @@ export type JobOutcome =
   | { ok: true; bytes: number; misses: readonly XattrMiss[]; deferred: boolean }
   | { ok: false; message: string; signo: number | null };
 
-/** Worker → main thread: ready for messages (sent first), then one answer per batch. */
-export type FromWorker =
-  | { type: "ready" }
-  | { type: "batch-done"; id: number; outcomes: JobOutcome[] };
+/** Worker → main thread: one answer per batch. */
+export type FromWorker = { type: "batch-done"; id: number; outcomes: JobOutcome[] };
 
 /** Serves batches on this worker thread until the main thread terminates it. */
 export function serveCopyJobs(): void {
-  const scope = workerScope<ToWorker, FromWorker>();
   let options: CopyOptions | null = null;
   let stop = new StopFlag();
   // Batches run one after another, in the order they came.
   let queue = Promise.resolve();
-  scope.onmessage = (event) => {
-    const message = event.data;
+  listen<ToWorker, FromWorker>((message, scope) => {
     if (message.type === "start") {
       options = message.options;
       stop = new StopFlag(message.stop);
@@ -53,9 +49,7 @@ export function serveCopyJobs(): void {
         outcomes: await runBatch(message.jobs, settings, stop),
       });
     });
-  };
-  // Only now can a message be received: the main thread waits for this before sending any.
-  scope.postMessage({ type: "ready" });
+  });
 }
 
 async function runBatch(

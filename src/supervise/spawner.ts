@@ -4,7 +4,7 @@
  * stays root; the child, a child of this process, is reaped by the one reaper as usual.
  */
 
-import { SPAWN_WORKER_NAME, workerScope } from "../common/workers.ts";
+import { listen, SPAWN_WORKER_NAME, startWorker } from "../common/workers.ts";
 import { spawn, type SpawnRequest, type SpawnResult } from "../sys/process.ts";
 import type { RunAs } from "./user.ts";
 
@@ -13,17 +13,14 @@ type ToSpawner = { type: "spawn"; user: RunAs; request: SpawnRequest };
 
 /** Spawner → main thread. */
 type FromSpawner =
-  | { type: "ready" }
   | { type: "spawned"; result: SpawnResult }
   | { type: "refused"; message: string };
 
 /** Serves spawn requests on this worker thread (the entry module dispatches here). */
 export async function serveSpawns(): Promise<void> {
-  const scope = workerScope<ToSpawner, FromSpawner>();
   const { dropThreadPrivileges } = await import("../sys/credentials.ts");
   let dropped = false;
-  scope.onmessage = (event) => {
-    const { user, request } = event.data;
+  listen<ToSpawner, FromSpawner>(({ user, request }, scope) => {
     if (!dropped) {
       const result = dropThreadPrivileges(user.uid, user.gid, user.groups);
       if (!result.ok) {
@@ -36,8 +33,7 @@ export async function serveSpawns(): Promise<void> {
       dropped = true;
     }
     scope.postMessage({ type: "spawned", result: spawn(request) });
-  };
-  scope.postMessage({ type: "ready" });
+  });
 }
 
 /** A spawner thread, started for `--user` only. */
@@ -47,18 +43,12 @@ export class Spawner {
   #answer: ((message: FromSpawner) => void) | null = null;
 
   constructor() {
-    this.#worker = new Worker(Deno.mainModule, { type: "module", name: SPAWN_WORKER_NAME });
-    const ready = Promise.withResolvers<void>();
-    this.#ready = ready.promise;
-    this.#worker.onmessage = (event: MessageEvent<FromSpawner>) => {
-      if (event.data.type === "ready") ready.resolve();
-      else this.#answer?.(event.data);
-    };
-    this.#worker.onerror = (event: ErrorEvent) => {
-      event.preventDefault();
-      ready.resolve();
-      this.#answer?.({ type: "refused", message: event.message });
-    };
+    const { worker, ready } = startWorker<FromSpawner>(SPAWN_WORKER_NAME, {
+      onMessage: (message) => this.#answer?.(message),
+      onError: (message) => this.#answer?.({ type: "refused", message }),
+    });
+    this.#worker = worker;
+    this.#ready = ready;
   }
 
   /** Spawns as `user`; throws an Error if the thread could not take the user's credentials. */
@@ -70,7 +60,6 @@ export class Spawner {
     if (message.type === "refused") {
       throw new Error(`Cannot run the child as "${user.spec}": ${message.message}`);
     }
-    if (message.type !== "spawned") throw new Error("the spawner answered out of turn");
     return message.result;
   }
 
