@@ -30,11 +30,11 @@ import {
 import type { Config, FileLimitSetting } from "./cli.ts";
 import { execFailure, type Executable, resolveCommand, shellFallback } from "./command.ts";
 import {
-  descendants,
   describeProcess,
   DescriptorsExhausted,
   formatProcesses,
   isEnding,
+  leftovers,
   otherProcesses,
 } from "./leftovers.ts";
 import {
@@ -827,7 +827,7 @@ export class Supervisor {
       return;
     }
     let hit = 0;
-    const targets = this.#spare(Deno.pid === 1 ? otherProcesses : descendants);
+    const targets = this.#spare(leftovers);
     for (const pid of targets) if (pid !== service && sendSignal(pid, signo).ok) hit++;
     if (hit > 0) this.#count(signo);
     this.#log.info("signal sent to descendants", { signal: signalName(signo), count: hit });
@@ -841,9 +841,7 @@ export class Supervisor {
   #forceKill(target: number): void {
     // Named before they are killed: afterwards only zombies (or nothing) are left to read.
     const child = this.#state.name === "starting" ? null : this.#state.pid;
-    const victims = this.#spare(() =>
-      (Deno.pid === 1 ? otherProcesses() : descendants()).map(describeProcess)
-    );
+    const victims = this.#spare(() => leftovers().map(describeProcess));
     const first = victims.filter((p) => p.pid === child);
     const named = [...first, ...victims.filter((p) => p.pid !== child)];
     const { graceMs, timeoutMs } = this.#config;
@@ -902,7 +900,7 @@ export class Supervisor {
     const groupDone = this.#groupSignals.has(signo) ? -this.#target : 0;
     const found = new Set([
       ...known,
-      ...this.#spare(() => Deno.pid === 1 ? otherProcesses() : descendants()),
+      ...this.#spare(leftovers),
     ]);
     const fresh = [...found].filter((pid) => !sent.has(pid));
     for (const pid of fresh) sent.add(pid);
@@ -935,9 +933,7 @@ export class Supervisor {
     if (outcome === "abandoned") {
       let left: ReturnType<typeof describeProcess>[] = [];
       try {
-        left = this.#spare(() =>
-          (Deno.pid === 1 ? otherProcesses() : descendants()).map(describeProcess)
-        );
+        left = this.#spare(() => leftovers().map(describeProcess));
       } catch {
         // They cannot be named (no descriptor at all): denit exits all the same.
       }

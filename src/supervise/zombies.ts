@@ -13,7 +13,7 @@
 import type { Logger } from "../common/log.ts";
 import type { ExitStatus } from "../sys/process.ts";
 import { signalName } from "../common/signals.ts";
-import { descendants, describeProcess, otherProcesses } from "./leftovers.ts";
+import { describeProcess, leftovers } from "./leftovers.ts";
 
 /** How often the scan for zombies denit cannot reap runs. */
 export const ZOMBIE_SCAN_MS = 5000;
@@ -48,7 +48,7 @@ export async function scanZombies(
   pause: () => Promise<void> = () => Promise.resolve(),
 ): Promise<ZombieReport> {
   const byParent = new Map<number, number>();
-  const pids = (self === 1 ? otherProcesses() : descendants()).slice(0, ZOMBIE_SCAN_LIMIT);
+  const pids = leftovers(self).slice(0, ZOMBIE_SCAN_LIMIT);
   for (let i = 0; i < pids.length; i++) {
     // In slices: the event loop turns between them, so signals wait a slice, not a scan.
     if (i > 0 && i % ZOMBIE_SCAN_SLICE === 0) await pause();
@@ -56,8 +56,7 @@ export async function scanZombies(
     if (info.state !== "Z" || info.ppid === self || info.ppid === 0) continue;
     byParent.set(info.ppid, (byParent.get(info.ppid) ?? 0) + 1);
   }
-  let total = 0;
-  for (const count of byParent.values()) total += count;
+  const total = [...byParent.values()].reduce((sum, count) => sum + count, 0);
   const parents = [...byParent].sort((a, b) => b[1] - a[1]).slice(0, TOP_PARENTS).map((
     [pid, zombies],
   ) => ({ pid, name: describeProcess(pid).name, zombies }));
