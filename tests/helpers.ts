@@ -1,6 +1,6 @@
 /** Shared test helpers: paths, spawning denit for real, reading its output as events. */
 
-import { descendants } from "../src/supervise/leftovers.ts";
+import { descendants, otherProcesses } from "../src/supervise/leftovers.ts";
 import { assertOk } from "./assert.ts";
 
 export const ROOT = new URL("..", import.meta.url).pathname;
@@ -153,11 +153,18 @@ export async function run(
   };
 }
 
+/** The output pipes stayed open after denit ended. */
+class OrphanedPipes extends Error {
+  override message = "the output pipes stayed open after denit ended: an orphan holds them";
+}
+
 /** A running process whose stdout is read line by line, with bounded waits on lines. */
 export class Running {
   readonly child: Deno.ChildProcess;
   readonly lines: string[] = [];
   readonly #stderr: Promise<string>;
+  /** Its stderr pipe as /proc shows it ("pipe:[INODE]"): what an orphan holding it has open. */
+  readonly #pipe: string;
   #waiters: Array<() => void> = [];
   #closed = false;
 
@@ -171,6 +178,7 @@ export class Running {
     }).spawn();
     void this.#pump();
     this.#stderr = new Response(this.child.stderr).text();
+    this.#pipe = Deno.readLinkSync(`/proc/${this.child.pid}/fd/2`);
   }
 
   async #pump(): Promise<void> {
@@ -223,13 +231,17 @@ export class Running {
     }
   }
 
-  /** The exit status, killing the process if it takes longer than `timeoutMs`. */
+  /**
+   * The exit status, killing the process (and every process below it) if it takes longer than
+   * `timeoutMs`.
+   */
   async status(timeoutMs = 15_000): Promise<Deno.CommandStatus & { stderr: string }> {
-    const timer = setTimeout(() => this.kill("SIGKILL"), timeoutMs);
+    const timer = setTimeout(() => this.#killAll(), timeoutMs);
     try {
       const status = await this.child.status;
-      return { ...status, stderr: await this.#stderr };
+      return { ...status, stderr: await this.#stderrWithin(timeoutMs) };
     } catch (err: unknown) {
+      if (err instanceof OrphanedPipes) throw err;
       // Deno cannot name real-time signals: a process killed by one rejects its status.
       throw new Error(`the process ended in a way Deno cannot report: ${err}`, { cause: err });
     } finally {
@@ -243,25 +255,44 @@ export class Running {
    */
   async stop(timeoutMs = 5000): Promise<void> {
     this.kill("SIGTERM");
-    // A denit that must be killed leaves its child behind (a failed test's, say): every process
-    // below it is listed first (denit's own walk, leftovers.ts), and killed by pid after it.
-    const timer = setTimeout(() => {
-      const below = descendants(this.child.pid);
-      this.kill("SIGKILL");
-      cleanup(below);
-    }, timeoutMs);
+    const timer = setTimeout(() => this.#killAll(), timeoutMs);
     await this.child.status.catch(() => {/* reported by status(), if the test asked */});
     clearTimeout(timer);
-    // An orphan of a killed denit can hold the pipes open: the test fails, it does not hang.
+    await this.#stderrWithin(timeoutMs);
+  }
+
+  /**
+   * A denit that must be killed leaves its child behind (a failed test's, say): every process
+   * below it is listed first (denit's own walk, leftovers.ts), and killed by pid after it.
+   */
+  #killAll(): void {
+    const below = descendants(this.child.pid);
+    this.kill("SIGKILL");
+    cleanup(below);
+  }
+
+  /**
+   * Its stderr, once closed. An orphan of denit can hold it open: then the test fails, and
+   * every process that holds it is killed by pid (no longer below denit, they are found by it).
+   */
+  async #stderrWithin(timeoutMs: number): Promise<string> {
     let late: ReturnType<typeof setTimeout> | undefined;
-    const orphaned = new Promise<string>((resolve) => {
-      late = setTimeout(() => resolve("orphaned"), timeoutMs);
+    const orphaned = new Promise<null>((resolve) => {
+      late = setTimeout(() => resolve(null), timeoutMs);
     });
-    const outcome = await Promise.race([this.#stderr, orphaned]);
+    const stderr = await Promise.race([this.#stderr, orphaned]);
     clearTimeout(late);
-    if (outcome === "orphaned") {
-      throw new Error("the output pipes stayed open after denit ended: an orphan holds them");
-    }
+    if (stderr !== null) return stderr;
+    cleanup(
+      otherProcesses().filter((pid) => {
+        try {
+          return Deno.readLinkSync(`/proc/${pid}/fd/2`) === this.#pipe;
+        } catch {
+          return false; // gone, or not ours to read
+        }
+      }),
+    );
+    throw new OrphanedPipes();
   }
 
   /** Sends a signal, ignoring a process that is already gone. */
