@@ -122,20 +122,29 @@ export async function run(
   options: { stdin?: Uint8Array; env?: Record<string, string>; timeoutMs?: number; cwd?: string } =
     {},
 ): Promise<{ code: number; signal: Deno.Signal | null; stdout: string; stderr: string }> {
-  const child = new Deno.Command(program(argv), {
-    args: argv.slice(1),
-    stdin: options.stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-    env: options.env ?? {},
-    cwd: options.cwd ?? Deno.cwd(),
-  }).spawn();
+  const { child, pipes } = spawnWithPipes(
+    new Deno.Command(program(argv), {
+      args: argv.slice(1),
+      stdin: options.stdin === undefined ? "null" : "piped",
+      stdout: "piped",
+      stderr: "piped",
+      env: options.env ?? {},
+      cwd: options.cwd ?? Deno.cwd(),
+    }),
+  );
+  let exited = false;
+  void child.status.then(() => exited = true, () => exited = true);
+  // At the deadline: the process, and whatever still holds its output open (an orphan of it,
+  // which would keep output() waiting for ever; the run then fails if the process had exited).
+  let orphaned = false;
   const timer = setTimeout(() => {
+    orphaned = exited;
     try {
       child.kill("SIGKILL");
     } catch {
       // It ended at the deadline's moment: nothing left to kill.
     }
+    killPipeHolders(pipes);
   }, options.timeoutMs ?? 20_000);
   if (options.stdin !== undefined) {
     const writer = child.stdin.getWriter();
@@ -144,6 +153,7 @@ export async function run(
   }
   const out = await child.output();
   clearTimeout(timer);
+  if (orphaned) throw new OrphanedPipes();
   const decoder = new TextDecoder();
   return {
     code: out.code,
@@ -153,9 +163,45 @@ export async function run(
   };
 }
 
-/** The output pipes stayed open after denit ended. */
+/** The pipes this process holds, as /proc names them ("pipe:[INODE]"). */
+function ownPipes(): Set<string> {
+  const links = new Set<string>();
+  for (const entry of Deno.readDirSync("/proc/self/fd")) {
+    try {
+      const link = Deno.readLinkSync(`/proc/self/fd/${entry.name}`);
+      if (link.startsWith("pipe:")) links.add(link);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return links;
+}
+
+/**
+ * Spawns, and names the pipes the spawn made (the child's stdio: nothing else runs between the
+ * two looks, spawn() being synchronous), which its orphans may hold after it exited.
+ */
+function spawnWithPipes(command: Deno.Command): { child: Deno.ChildProcess; pipes: string[] } {
+  const before = ownPipes();
+  const child = command.spawn();
+  return { child, pipes: [...ownPipes()].filter((link) => !before.has(link)) };
+}
+
+/** Kills, by pid, every process whose stdout or stderr is one of `pipes`. */
+function killPipeHolders(pipes: readonly string[]): void {
+  const holds = (pid: number, fd: number) => {
+    try {
+      return pipes.includes(Deno.readLinkSync(`/proc/${pid}/fd/${fd}`));
+    } catch {
+      return false; // gone, or not ours to read
+    }
+  };
+  cleanup(otherProcesses().filter((pid) => holds(pid, 1) || holds(pid, 2)));
+}
+
+/** The output pipes stayed open after the process ended. */
 class OrphanedPipes extends Error {
-  override message = "the output pipes stayed open after denit ended: an orphan holds them";
+  override message = "the output pipes stayed open after the process ended: an orphan held them";
 }
 
 /** A running process whose stdout is read line by line, with bounded waits on lines. */
@@ -163,22 +209,25 @@ export class Running {
   readonly child: Deno.ChildProcess;
   readonly lines: string[] = [];
   readonly #stderr: Promise<string>;
-  /** Its stderr pipe as /proc shows it ("pipe:[INODE]"): what an orphan holding it has open. */
-  readonly #pipe: string;
+  /** Its output pipes as /proc shows them: what an orphan holding them has open. */
+  readonly #pipes: readonly string[];
   #waiters: Array<() => void> = [];
   #closed = false;
 
   constructor(argv: readonly string[], options: { env?: Record<string, string> } = {}) {
-    this.child = new Deno.Command(program(argv), {
-      args: argv.slice(1),
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      env: options.env ?? {},
-    }).spawn();
+    const { child, pipes } = spawnWithPipes(
+      new Deno.Command(program(argv), {
+        args: argv.slice(1),
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+        env: options.env ?? {},
+      }),
+    );
+    this.child = child;
+    this.#pipes = pipes;
     void this.#pump();
     this.#stderr = new Response(this.child.stderr).text();
-    this.#pipe = Deno.readLinkSync(`/proc/${this.child.pid}/fd/2`);
   }
 
   async #pump(): Promise<void> {
@@ -273,7 +322,8 @@ export class Running {
 
   /**
    * Its stderr, once closed. An orphan of denit can hold it open: then the test fails, and
-   * every process that holds it is killed by pid (no longer below denit, they are found by it).
+   * every process that holds its output is killed by pid (no longer below denit, they are found
+   * by their descriptors).
    */
   async #stderrWithin(timeoutMs: number): Promise<string> {
     let late: ReturnType<typeof setTimeout> | undefined;
@@ -283,15 +333,7 @@ export class Running {
     const stderr = await Promise.race([this.#stderr, orphaned]);
     clearTimeout(late);
     if (stderr !== null) return stderr;
-    cleanup(
-      otherProcesses().filter((pid) => {
-        try {
-          return Deno.readLinkSync(`/proc/${pid}/fd/2`) === this.#pipe;
-        } catch {
-          return false; // gone, or not ours to read
-        }
-      }),
-    );
+    killPipeHolders(this.#pipes);
     throw new OrphanedPipes();
   }
 
