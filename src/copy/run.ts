@@ -166,6 +166,8 @@ class WorkerPool {
         },
       });
       const started = ready.then(() => {
+        // A worker that failed before it listened is sent nothing.
+        if (this.#broken !== null) return;
         worker.postMessage({ type: "start", options, stop: stop.buffer } satisfies ToWorker);
       });
       this.#workers.push({ worker, inFlight: 0, ready: started });
