@@ -6,7 +6,6 @@
  * and no list of the tree: memory grows with depth and the largest directory, not the tree.
  */
 
-import { errorLine } from "../common/errors.ts";
 import {
   AT_FDCWD,
   closeFd,
@@ -63,11 +62,6 @@ export interface PlanItem {
   readonly src: string;
   readonly dest: string;
   readonly detail: string;
-}
-
-/** The cause part of a Deno error message, without the "(os error N)" tail. */
-export function describeError(err: unknown): string {
-  return errorLine(err).split(" (os error")[0] ?? "";
 }
 
 /** Throws the one-line CopyError for a failed call. */
