@@ -133,9 +133,10 @@ Deno.test("subreaper: a descendant behind a setsid process that ignores TERM is 
 
 for (const mode of MODES) {
   Deno.test(`${mode}: each leftover gets one SIGTERM, also after a TERM forwarded to the group`, async () => {
-    // A worker in the child's process group counts the TERMs it gets and ignores them.
+    // A worker in the child's process group counts the TERMs it gets and ignores them. The
+    // child's own trap is set before the worker starts: worker-ready must mean both are set.
     const worker = `trap 'echo term' TERM; echo worker-ready; while :; do sleep 0.05; done`;
-    const child = `sh -c "${worker}" & trap 'exit 0' TERM; while :; do sleep 0.05; done`;
+    const child = `trap 'exit 0' TERM; sh -c "${worker}" & while :; do sleep 0.05; done`;
     for (const group of [false, true]) {
       const flags = [...(group ? ["-g"] : []), "--kill-after", "500ms"];
       const proc = new Running(denitArgv(mode, [...flags, "--", "sh", "-c", child]));
