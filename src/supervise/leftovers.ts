@@ -85,9 +85,9 @@ export function otherProcesses(): number[] {
   return found;
 }
 
-/** What denit may have to stop or name: as PID 1 every other process, else its descendants. */
+/** What `self` may have to stop or name: as PID 1 every other process, else its descendants. */
 export function leftovers(self: number = Deno.pid): number[] {
-  return self === 1 ? otherProcesses() : descendants();
+  return self === 1 ? otherProcesses() : descendants(self);
 }
 
 /** Name and state of a process, from /proc/PID/stat. */
