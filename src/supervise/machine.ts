@@ -1,24 +1,15 @@
 /**
- * The supervisor's state machine: State, Event, Effect and a pure `transition()`.
- *
- * Invariants:
- * - The main child's status arrives exactly once, as `child-exited`, and fixes the exit code;
- *   nothing after it changes that code, but for `--timeout` (124) and, with
- *   `--wait-descendants`, a stop signal that ended the descendants (128+N). If the status is
- *   lost (`child-lost`: the kernel reaped the child itself), denit exits 125; it never waits
- *   forever.
- * - A stop signal that arrives before the child runs means the child is not started: denit
- *   exits 128+N at once (an app must not get a stop before it could set up its handler); other
- *   signals before then are dropped, as are those after the child exited (with
- *   `--wait-descendants` they go to its descendants).
- * - The stop budget: from the first stop signal, denit exits within the shutdown delay (which
- *   `--drain-while` may end early, never extend), plus `--grace G`, plus ABANDON_MS. At G the
- *   child and every leftover get SIGKILL together; a child that stopped earlier leaves its
- *   leftovers until G at the latest.
- * - Without a stop signal, leftovers get SIGTERM when the child exits, SIGKILL `killAfterMs`
- *   later, and denit finishes when no child is left, or at the latest `ABANDON_MS` after
- *   SIGKILL; at once when the reaper saw no other child left.
- * - `transition()` performs nothing; the driver (supervisor.ts) performs the effects it returns.
+ * The supervisor's state machine: State, Event, Effect and a pure `transition()` (the driver,
+ * supervisor.ts, performs the effects). Invariants:
+ * - The child's status arrives once (`child-exited`) and fixes the exit code; only `--timeout`
+ *   (124) and, with `--wait-descendants`, a stop that ended the descendants (128+N) change it.
+ *   A lost status (`child-lost`) exits 125; denit never waits forever.
+ * - A stop signal before the child runs means it is not started (exit 128+N); other signals
+ *   then, and after the child exited, are dropped (`--wait-descendants`: sent to descendants).
+ * - From the first stop signal denit exits within the shutdown delay (`--drain-while` may end
+ *   it early), plus `--grace G`, plus ABANDON_MS; at G the child and leftovers get SIGKILL.
+ * - Without a stop, leftovers get SIGTERM when the child exits, SIGKILL `killAfterMs` later;
+ *   denit finishes when no child is left, or ABANDON_MS after that SIGKILL.
  */
 
 import { ExitCode } from "../common/exit_codes.ts";
@@ -35,36 +26,25 @@ export const TIMED_OUT = ExitCode.TIMED_OUT;
 /** Stop signals that `--shutdown-delay` holds back: the stop requests of docker and kubelet. */
 const DELAYED: ReadonlySet<number> = new Set([signalNumber("SIGTERM"), signalNumber("SIGINT")]);
 
-/** A stop: TERM, INT, QUIT, or the `--stop-signal`. */
-function isStop(policy: Policy, signo: number): boolean {
-  return STOP_SIGNALS.has(signo) || signo === policy.stopSignal;
+/** A stop (TERM, INT, QUIT), or one the shutdown delay holds (`set`); or the `--stop-signal`. */
+function isStop(policy: Policy, signo: number, set = STOP_SIGNALS): boolean {
+  return set.has(signo) || signo === policy.stopSignal;
 }
 
-/** A stop the shutdown delay holds: TERM, INT, or the `--stop-signal` (the stop request). */
-function isDelayed(policy: Policy, signo: number): boolean {
-  return DELAYED.has(signo) || signo === policy.stopSignal;
-}
-
-/** The parts of the configuration that decide transitions. */
+/** The parts of the configuration (cli.ts) that decide transitions. */
 export interface Policy {
   readonly rewrite: ReadonlyMap<number, number>;
   readonly graceMs: number | null;
   readonly killAfterMs: number;
   readonly remapExit: ReadonlySet<number>;
-  /** How long a first TERM or INT is held back (readiness fails meanwhile); 0: not at all. */
   readonly shutdownDelayMs: number;
-  /** The child's deadline from its start; null: none. */
   readonly timeoutMs: number | null;
-  /** Once the child exited, wait for its descendants instead of stopping them. */
   readonly waitDescendants: boolean;
-  /** `--stop-signal`: one more signal that stops (grace, shutdown delay, readiness); null: none. */
   readonly stopSignal: number | null;
 }
 
-/** Where the end of a run is: stopping leftovers, or waiting for descendants to end. */
 export type CleanupPhase = "terminating" | "killing" | "waiting";
 
-/** Why the child is being stopped. */
 export type StopCause = "signal" | "timeout";
 
 /** The supervisor's state; `name` is what /status reports. */
@@ -84,7 +64,6 @@ export type State =
   | {
     readonly name: "exited";
     readonly pid: number;
-    /** null when the status was lost. */
     readonly status: ExitStatus | null;
     readonly exitCode: number;
     readonly phase: CleanupPhase;
@@ -112,7 +91,6 @@ export type Event =
   | { readonly type: "deadline-expired" }
   | { readonly type: "children-gone" };
 
-/** Which timer an effect means. */
 export type TimerName = "grace" | "kill" | "delay" | "deadline";
 
 /** How the run ended, for the last log line. */
@@ -143,13 +121,11 @@ export type Effect =
   | { readonly type: "signal-descendants"; readonly signo: number }
   | { readonly type: "finish"; readonly exitCode: number; readonly outcome: Outcome };
 
-/** The result of one transition. */
 export interface Step {
   readonly state: State;
   readonly effects: readonly Effect[];
 }
 
-/** The starting state. */
 export const INITIAL_STATE: State = Object.freeze({ name: "starting" });
 
 /** The exit code for a child status: its code, or 128+N for signal N; then `-e` remapping. */
@@ -165,19 +141,13 @@ function stay(state: State, ...effects: Effect[]): Step {
 type Live = Extract<State, { name: "running" | "stopping" }>;
 type Exited = Extract<State, { name: "exited" }>;
 
-function stopping(state: Live, fields: Partial<Extract<State, { name: "stopping" }>>): State {
-  const base = state.name === "stopping"
+type Stopping = Extract<State, { name: "stopping" }>;
+
+function stopping(state: Live, fields: Partial<Stopping>): State {
+  const base: Stopping = state.name === "stopping"
     ? state
-    : { forced: false, draining: null, cause: "signal" as const };
-  return {
-    name: "stopping",
-    pid: state.pid,
-    target: state.target,
-    forced: base.forced,
-    draining: base.draining,
-    cause: base.cause,
-    ...fields,
-  };
+    : { ...state, name: "stopping", forced: false, draining: null, cause: "signal" };
+  return { ...base, ...fields };
 }
 
 function graceTimer(policy: Policy): Effect[] {
@@ -186,10 +156,7 @@ function graceTimer(policy: Policy): Effect[] {
     : [{ type: "start-timer", timer: "grace", ms: policy.graceMs }];
 }
 
-/**
- * The time between a deadline's SIGTERM and its SIGKILL: `--grace`, else `--kill-after` (the
- * time denit gives any process between the two signals when nothing else says).
- */
+/** The time between a deadline's SIGTERM and its SIGKILL: `--grace`, else `--kill-after`. */
 export function deadlineGraceMs(policy: Policy): number {
   return policy.graceMs ?? policy.killAfterMs;
 }
@@ -228,7 +195,7 @@ function forward(state: Live, received: number, policy: Policy): Step {
     );
   }
   if (state.name === "stopping" || !stop) return stay(state, effect);
-  if (policy.shutdownDelayMs > 0 && isDelayed(policy, received)) {
+  if (policy.shutdownDelayMs > 0 && isStop(policy, received, DELAYED)) {
     // Readiness fails at once (the state is stopping); the child hears of it after the delay.
     return stay(
       stopping(state, { draining: received }),
@@ -284,7 +251,6 @@ function childExited(
   );
 }
 
-/** The timer whose end sends leftovers SIGKILL. */
 export type KillTimer = "grace" | "kill-after";
 
 function killing(state: Exited, timer: KillTimer, before: readonly Effect[] = []): Step {

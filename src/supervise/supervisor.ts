@@ -1,8 +1,7 @@
 /**
- * The supervisor's driver: the one holder of mutable state. It feeds events (signals, reaped
- * children, timers) to `transition()` (machine.ts) and performs the effects it returns. Before
- * the child runs it fails fast with an ExecError; once the child runs, nothing is thrown out
- * of the loop: failures are logged, and reaping and forwarding go on.
+ * The supervisor's driver, the one holder of mutable state: feeds events to `transition()`
+ * (machine.ts) and performs its effects. Before the child runs it fails fast (ExecError); after,
+ * nothing is thrown out of the loop: failures are logged, reaping and forwarding go on.
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -44,7 +43,6 @@ import {
   INITIAL_STATE,
   type KillTimer,
   type Outcome,
-  type Policy,
   type State,
   type TimerName,
   transition,
@@ -71,15 +69,16 @@ import type { Spawner } from "./spawner.ts";
 import type { RunAs } from "./user.ts";
 import type { JobHost } from "./jobs.ts";
 
-/** Sweeps of leftovers triggered by reaping are at least this far apart (each reads /proc). */
+/** Sweeps of leftovers after reaping are at least this far apart (each reads /proc). */
 const SWEEP_INTERVAL_MS = 20;
-/** After an unexpected failure of a reap round, the next one waits this long (no busy loop). */
+/** After an unexpected failure of a reap round, the next one waits this long. */
 const REAP_RETRY_MS = 100;
+/** How often `--drain-while` checks whether a held stop may go on. */
+const DRAIN_INTERVAL_MS = 250;
+/** Descriptors held back for /proc; several: another thread may take a freed one first. */
+const RESERVED_DESCRIPTORS = 4;
 
-/**
- * The child's soft open-file limit for a setting: by default the one the container set, which
- * the launcher recorded before the runtime raised its own.
- */
+/** The child's soft open-file limit: by default the container's, as the launcher recorded it. */
 export function childFileLimit(
   setting: FileLimitSetting,
   current: { soft: number | null; hard: number | null },
@@ -96,12 +95,6 @@ export function childFileLimit(
   }
 }
 
-/**
- * Descriptors held back for reading /proc when all the others are taken. Several: another
- * thread (the health endpoint's accept loop) can take a freed one before the sweep does.
- */
-const RESERVED_DESCRIPTORS = 4;
-
 /** `count` descriptors of /dev/null to hold back; fewer (or none) if they cannot be had. */
 function openReserve(count = RESERVED_DESCRIPTORS): Deno.FsFile[] {
   const files: Deno.FsFile[] = [];
@@ -113,9 +106,6 @@ function openReserve(count = RESERVED_DESCRIPTORS): Deno.FsFile[] {
   return files;
 }
 
-/** How often `--drain-while` checks whether a held stop may go on. */
-const DRAIN_INTERVAL_MS = 250;
-
 /** The event each timer sends when it runs out. */
 const TIMER_EVENTS = {
   grace: "grace-expired",
@@ -124,18 +114,12 @@ const TIMER_EVENTS = {
   deadline: "deadline-expired",
 } as const satisfies Record<TimerName, Event["type"]>;
 
-/**
- * The places where work runs after the child started: a throw in any of them is logged and
- * denit goes on (only the child's end ends denit).
- */
+/** Where work runs after the child started: a throw there is logged and denit goes on. */
 export type FaultPoint = "signal" | "timer" | "reap" | "zombie-scan";
 
 /** What the supervisor is handed besides its configuration. */
 export interface SupervisorOptions {
-  /**
-   * Called as each FaultPoint's work starts; a test's fixture throws from it to prove that
-   * nothing after the spawn can end denit. denit itself passes none.
-   */
+  /** Called as each FaultPoint's work starts (a test's fixture throws from it). */
   readonly trap?: (point: FaultPoint) => void;
   /** The open-file soft limit the container set (the launcher's record): the child's default. */
   readonly containerFileLimit: number;
@@ -144,14 +128,12 @@ export interface SupervisorOptions {
 /** Runs one child under supervision. */
 export class Supervisor {
   readonly #config: Config;
-  readonly #policy: Policy;
   readonly #log: Logger;
   /** Every signal denit gets, SIGCHLD included: read, never caught (sys/signals.ts). */
   readonly #signals: SignalReader;
   readonly #trap: ((point: FaultPoint) => void) | null;
   readonly #containerFileLimit: number;
   readonly #done = Promise.withResolvers<number>();
-  /** The running timers, each by its cancel. */
   readonly #timers = new Map<TimerName, () => void>();
   readonly #forwarded = new Map<string, number>();
   /** Leftovers already sent each signal: every process gets a signal once. */
@@ -159,14 +141,13 @@ export class Supervisor {
   /** Signals forwarded to the child's whole group (-g): its members need no second one. */
   readonly #groupSignals = new Set<number>();
   #state: State = INITIAL_STATE;
-  /** Where forwarded signals go: the child's pid, or its group as -pgid with -g. */
+  /** The child's pid, or -pgid with -g. */
   #target = 0;
   #finished = false;
   #startedAtMs: number | null = null;
   #drainingUntilMs: number | null = null;
   /** The grace period (or a deadline without one) ended in SIGKILL to everything. */
   #forcedKill = false;
-  /** The timer whose end sends leftovers SIGKILL, for its warn line. */
   #killTimer: KillTimer = "kill-after";
   /** `-w`: reaped orphans, reported; null without it (nothing collected). */
   readonly #reapedLog: ReapedLog | null;
@@ -177,53 +158,31 @@ export class Supervisor {
   readonly #sentToChild = new Map<number, number>();
   #memory: MemoryCgroup | null = null;
   /**
-   * The memory cgroup's OOM-kill count before the child's end could be the OOM killer's: read
-   * at the child's start, again whenever another process was seen to die of SIGKILL (reaped
-   * by denit), at every zombie scan, and right before denit's own SIGKILL. The child's SIGKILL
-   * is the OOM killer's only if the count rose since: an earlier OOM kill of another process
-   * in the cgroup is not blamed on a later kill -9.
+   * The OOM-kill count before the child's end (#refreshOomCount): the child's SIGKILL is the OOM
+   * killer's only if it rose since, so an earlier OOM kill is not blamed on a later kill -9.
    */
   #oomKillsBefore: number | null = null;
-  /** The memory cgroup's limit (bytes); null: none, or no memory cgroup found. */
   #memoryFacts: MemoryFacts | null = null;
   #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
   #exitedAtMs: number | null = null;
   #reaped = 0;
-  /** The job service's side on this thread (--jobs-socket); null without it. */
   #jobs: JobHost | null = null;
   #lastSweepMs = -Infinity;
-  /** Descriptors held back for reading /proc when all the others are taken (see #spare). */
   #reserve: Deno.FsFile[] = [];
   /** Orphans come to denit: it is PID 1 or a subreaper (its own, or made one by its parent). */
   #adopts = false;
-  /** sys/memory.ts, once the first drop of code pages loaded it. */
   #pages: Promise<typeof import("../sys/memory.ts")> | null = null;
   /** `--user`: the thread that spawned the child, kept until the child ended. */
   #spawner: Spawner | null = null;
   #sweepTimer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(
-    config: Config,
-    log: Logger,
-    signals: SignalReader,
-    options: SupervisorOptions,
-  ) {
+  constructor(config: Config, log: Logger, signals: SignalReader, options: SupervisorOptions) {
     this.#config = config;
     this.#log = log;
     this.#signals = signals;
     this.#trap = options.trap ?? null;
     this.#containerFileLimit = options.containerFileLimit;
     this.#reapedLog = config.warnReaped ? new ReapedLog(log) : null;
-    this.#policy = {
-      rewrite: config.rewrite,
-      graceMs: config.graceMs,
-      killAfterMs: config.killAfterMs,
-      remapExit: config.remapExit,
-      shutdownDelayMs: config.shutdownDelayMs,
-      timeoutMs: config.timeoutMs,
-      waitDescendants: config.waitDescendants,
-      stopSignal: config.stopSignal,
-    };
   }
 
   /** The current state, frozen. */
@@ -293,10 +252,7 @@ export class Supervisor {
     }
   }
 
-  /**
-   * With v2's memory.oom.group set (the kubelet's default) the kernel kills every process of
-   * the container together: denit dies with the child and cannot say cause=oom. Said once.
-   */
+  /** With v2's memory.oom.group set (the kubelet's default) denit dies with the child. */
   #noteOomGroup(): void {
     const oomGroup = this.#memory === null ? null : readOomGroup(this.#memory);
     if (this.#memory !== null) {
@@ -316,7 +272,8 @@ export class Supervisor {
   #started(pid: number, runAs: RunAs | null): void {
     this.#startedAtMs = Date.now();
     this.#adjustOomScore(pid);
-    this.#settle();
+    this.#reserve = openReserve();
+    this.#noteOomGroup();
     const target = this.#config.group ? -pid : pid;
     this.#target = target;
     this.#log.info("child started", {
@@ -332,17 +289,12 @@ export class Supervisor {
     void this.#zombieLoop();
   }
 
-  /** Supervises the job service: its process is reaped by this supervisor's reaper. */
+  /** The job service, reaped by this supervisor's reaper. */
   attachJobs(host: JobHost): void {
     this.#jobs = host;
   }
 
-  /**
-   * Runs work that an event started once the child runs (a signal, a timer): a throw
-   * is one error line, and denit goes on reaping and forwarding (catatonit's "no longer allowed
-   * to bail()"). The loops catch per round; anything else is caught by superviseMain's
-   * process-wide listeners.
-   */
+  /** Work an event started once the child runs: a throw is one error line, denit goes on. */
   #guard(point: FaultPoint, work: () => void): void {
     try {
       this.#trap?.(point);
@@ -375,22 +327,13 @@ export class Supervisor {
     }
   }
 
-  /**
-   * What need not wait for the child, done as soon as it runs (while it starts up): the
-   * descriptors held back and the memory cgroup's facts.
-   */
-  #settle(): void {
-    this.#reserve = openReserve();
-    this.#noteOomGroup();
-  }
-
   async #spawn(
-    command: Executable,
+    cmd: Executable,
     spawner: Spawner | null,
     runAs: RunAs | null,
   ): Promise<SpawnResult> {
     const request: SpawnRequest = {
-      ...command,
+      ...cmd,
       fileSoftLimit: childFileLimit(this.#config.fileLimit, fileLimit(), this.#containerFileLimit),
     };
     const run = (r: SpawnRequest) =>
@@ -404,11 +347,8 @@ export class Supervisor {
   }
 
   /**
-   * The background work after start-up, paced by quiet delays (not timers, see
-   * common/delay.ts), ending with denit: the scan for zombies denit cannot reap, and after
-   * each, under a memory limit, a drop of the runtime's idle code pages from denit's resident
-   * memory (sys/memory.ts: so that the OOM killer picks what grew, not denit; the first drop
-   * comes right after the spawn).
+   * Background work paced by quiet delays (common/delay.ts): the scan for zombies denit cannot
+   * reap, then under a memory limit a drop of the runtime's idle code pages (sys/memory.ts).
    */
   async #zombieLoop(): Promise<void> {
     while (!this.#finished) {
@@ -424,11 +364,7 @@ export class Supervisor {
     }
   }
 
-  /**
-   * --oom-score-adj: written as soon as the child exists (it may have run a few microseconds
-   * under denit's own value). Lowering it below denit's needs CAP_SYS_RESOURCE: without it the
-   * child keeps denit's value and a warn line says why.
-   */
+  /** --oom-score-adj, as soon as the child exists; lowering it needs CAP_SYS_RESOURCE. */
   #adjustOomScore(pid: number): void {
     const value = this.#config.oomScoreAdj;
     if (value === null) return;
@@ -453,7 +389,7 @@ export class Supervisor {
 
   /** `urgent`: even without a memory limit. */
   async #dropCodePages(urgent = false): Promise<void> {
-    // Only under a memory limit: without one there is no OOM killer's choice to steer.
+    // Without a memory limit there is no OOM killer's choice to steer.
     if (this.#finished || !(urgent || this.#memoryLimit() !== null)) return;
     try {
       // Loaded on first use: a run shorter than DROP_AFTER_START_MS never pays for it.
@@ -481,10 +417,8 @@ export class Supervisor {
   }
 
   /**
-   * denit's loop once the child runs: waits for a signal (SIGCHLD included), forwards what came
-   * and reaps when a child ended. A round that stopped at its limit is followed by another as
-   * soon as the event loop has turned (a wait of 0), so a burst of zombies never holds up a
-   * signal, a timer or a health request for long.
+   * Waits for a signal (SIGCHLD included), forwards and reaps. A round that stopped at its limit
+   * is followed by another once the event loop turned, so a burst of zombies holds up nothing.
    */
   async #eventLoop(childPid: number): Promise<void> {
     const others: Reaped[] | null = this.#reapedLog === null && this.#jobs === null ? null : [];
@@ -574,11 +508,7 @@ export class Supervisor {
     else this.#log.warn(explanation.text, fields);
   }
 
-  /**
-   * Reads /proc for what to stop even when denit has no descriptor left (health clients took
-   * them all, say): a read that fails for that reason is tried again as each reserved one
-   * is freed in turn; they are taken back after. Without it the sweep would stop nothing.
-   */
+  /** Reads /proc even with no descriptor left: reserved ones are freed in turn, then retaken. */
   #spare<T>(work: () => T): T {
     try {
       return work();
@@ -586,7 +516,6 @@ export class Supervisor {
       if (!(err instanceof DescriptorsExhausted) || this.#reserve.length === 0) throw err;
     }
     try {
-      // One freed at a time, until the read gets one.
       for (;;) {
         const file = this.#reserve.pop();
         if (file === undefined) return work();
@@ -602,11 +531,7 @@ export class Supervisor {
     }
   }
 
-  /**
-   * `-g` where orphans do not come to denit: what the child left in its process group gets
-   * SIGTERM when it ends, as dumb-init sends it (as PID 1 or a subreaper, the leftover sweep
-   * reaches them, each once).
-   */
+  /** `-g` where orphans do not come to denit: SIGTERM to the child's group, as dumb-init. */
   #termGroup(): void {
     if (!this.#config.group || this.#adopts || this.#groupSignals.has(SIGTERM)) return;
     if (sendSignal(this.#target, SIGTERM).ok) {
@@ -617,10 +542,8 @@ export class Supervisor {
   }
 
   /**
-   * Reads the OOM-kill count as it is now, while the child lives (see #oomKillsBefore). Read
-   * first and kept only if the child is not on its way out after: the OOM killer sends its
-   * SIGKILL before it counts, so a count that may hold the child's own kill (another process
-   * reaped in the same burst of OOM kills) is never taken as the baseline.
+   * Takes the OOM-kill count while the child lives; kept only if the child is not on its way out
+   * after the read (the OOM killer sends SIGKILL before it counts).
    */
   #refreshOomCount(): void {
     if (this.#memory === null) return;
@@ -644,7 +567,7 @@ export class Supervisor {
 
   #dispatch(event: Event): void {
     if (this.#finished) return;
-    const step = transition(this.#state, event, this.#policy);
+    const step = transition(this.#state, event, this.#config);
     this.#state = step.state;
     // Stopping: the job service takes no new jobs (they would be stopped at once).
     if (step.state.name === "stopping" || step.state.name === "exited") this.#jobs?.stopping();
@@ -698,14 +621,13 @@ export class Supervisor {
     }
   }
 
-  /**
-   * `--drain-while`: checks every DRAIN_INTERVAL_MS while a stop is held, and ends the hold at
-   * the first check that does not hold. The checks are asynchronous (a slow one delays no signal
-   * and no reap); the shutdown delay's timer bounds them.
-   */
+  /** `--drain-while`: ends a held stop at the first check that fails (the delay bounds it). */
   async #drain(check: DrainCheck): Promise<void> {
     const { probe } = await import("../common/probe.ts");
-    const test = () => check.kind === "jobs" ? this.#jobsRunning() : probe(check);
+    const jobs = (
+      n = this.#jobs?.counts().running ?? 0,
+    ): [boolean, string] => [n > 0, `${n} jobs running`];
+    const test = () => check.kind === "jobs" ? jobs() : probe(check);
     const held = () => this.#state.name === "stopping" && this.#state.draining !== null;
     while (held()) {
       const [holds, found] = await test();
@@ -735,12 +657,6 @@ export class Supervisor {
     await patrol.run();
   }
 
-  /** `--drain-while jobs`: whether the job service has jobs running, as it last counted. */
-  #jobsRunning(): [boolean, string] {
-    const running = this.#jobs?.counts().running ?? 0;
-    return [running > 0, `${running} jobs running`];
-  }
-
   #forward(signo: number, target: number, received: number): void {
     const signal = signalName(signo);
     const result = sendSignal(target, signo);
@@ -759,8 +675,7 @@ export class Supervisor {
   }
 
   #cancelTimer(name: TimerName): void {
-    // Only when one is set: the first clearTimeout() loads Deno's timer code (common/delay.ts),
-    // which would sit between the child's exit and denit's.
+    // The first clearTimeout() loads Deno's timer code (common/delay.ts): only when one is set.
     const cancel = this.#timers.get(name);
     if (cancel === undefined) return;
     cancel();
@@ -778,9 +693,8 @@ export class Supervisor {
       });
     };
     if (name === "deadline") {
-      // Started with the child: a quiet delay, not a timer (the first setTimeout of a run loads
-      // Deno's timer code, common/delay.ts). It keeps nothing alive, and needs not: the child runs
-      // until the deadline, and the reaper's wait keeps denit alive meanwhile.
+      // Started with the child: a quiet delay, not a timer (common/delay.ts); the reaper's
+      // wait keeps denit alive meanwhile.
       let cancelled = false;
       this.#timers.set(name, () => cancelled = true);
       void quietDelay(ms).then(() => {
@@ -792,11 +706,7 @@ export class Supervisor {
     this.#timers.set(name, () => clearTimeout(timer));
   }
 
-  /**
-   * A deadline or grace timer that fires after the child ended but before its status was
-   * reaped is dropped: the reaper brings the status at once, and the child's own end decides
-   * the exit code (not 124, not a SIGKILL to a process that is gone).
-   */
+  /** A deadline or grace timer after the child ended, before its reap: its status decides. */
   #childAlreadyEnded(name: TimerName): boolean {
     const state = this.#state;
     if (name !== "deadline" && name !== "grace") return false;
@@ -808,7 +718,7 @@ export class Supervisor {
 
   #timeOut(target: number, term: boolean): void {
     const limit = formatDuration(this.#config.timeoutMs ?? 0);
-    const grace = formatDuration(deadlineGraceMs(this.#policy));
+    const grace = formatDuration(deadlineGraceMs(this.#config));
     const then = term
       ? `SIGTERM, SIGKILL after ${grace}`
       : this.#config.graceMs === null
@@ -847,7 +757,7 @@ export class Supervisor {
     const { graceMs, timeoutMs } = this.#config;
     const timedOut = this.#state.name === "stopping" && this.#state.cause === "timeout";
     const why = graceMs === null
-      ? `still running ${formatDuration(deadlineGraceMs(this.#policy))} after the deadline of ${
+      ? `still running ${formatDuration(deadlineGraceMs(this.#config))} after the deadline of ${
         formatDuration(timeoutMs ?? 0)
       } (--timeout)`
       : `grace period of ${formatDuration(graceMs)} expired`;
@@ -898,10 +808,7 @@ export class Supervisor {
     // Each process once: a group that got this signal forwarded already had it (-g), and a
     // process found again in a later sweep is not signalled twice.
     const groupDone = this.#groupSignals.has(signo) ? -this.#target : 0;
-    const found = new Set([
-      ...known,
-      ...this.#spare(leftovers),
-    ]);
+    const found = new Set([...known, ...this.#spare(leftovers)]);
     const fresh = [...found].filter((pid) => !sent.has(pid));
     for (const pid of fresh) sent.add(pid);
     const infos = this.#spare(() => fresh.map(describeProcess)).filter((p) =>
