@@ -18,6 +18,13 @@ export interface OptionSpec {
   readonly env?: string;
 }
 
+/** The spec of an option whose key is its last name without dashes ("-g --group": "group"). */
+export function option(names: string, kind: OptionSpec["kind"], env?: string): OptionSpec {
+  const list = names.split(" ");
+  const key = (list.at(-1) ?? "").replace(/^-+/, "");
+  return env === undefined ? { key, names: list, kind } : { key, names: list, kind, env };
+}
+
 /** A value and where it came from: an option name or an environment variable. */
 export interface Sourced {
   readonly value: string;

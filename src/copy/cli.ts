@@ -1,6 +1,6 @@
 /** Arguments of `denit copy` and `denit init` → frozen options. Same conventions as cli.ts. */
 
-import { type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
+import { option, type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
 import { UsageError } from "../common/errors.ts";
 import type { Owner } from "./check.ts";
 
@@ -82,15 +82,15 @@ export function parseMode(text: string): number {
 }
 
 const OPTIONS: readonly OptionSpec[] = [
-  { key: "chown", names: ["--chown"], kind: "value" },
-  { key: "chmod", names: ["--chmod"], kind: "value" },
-  { key: "with", names: ["--with"], kind: "value" },
-  { key: "verify", names: ["--verify"], kind: "flag" },
-  { key: "dry-run", names: ["--dry-run"], kind: "flag" },
-  { key: "sync", names: ["--sync"], kind: "flag" },
-  { key: "strict", names: ["--strict"], kind: "flag" },
-  { key: "verbose", names: ["-v", "--verbose"], kind: "flag" },
-  { key: "help", names: ["-h", "--help"], kind: "flag" },
+  option("--chown", "value"),
+  option("--chmod", "value"),
+  option("--with", "value"),
+  option("--verify", "flag"),
+  option("--dry-run", "flag"),
+  option("--sync", "flag"),
+  option("--strict", "flag"),
+  option("-v --verbose", "flag"),
+  option("-h --help", "flag"),
 ];
 
 /** Parses `copy …` or `init …` (args[0] is the mode). */

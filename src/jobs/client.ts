@@ -5,7 +5,7 @@
  */
 
 import * as grpc from "@grpc/grpc-js";
-import { type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
+import { option, type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
 import { formatDuration, parseDuration } from "../common/duration.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
@@ -52,14 +52,14 @@ bad argument); 2 usage error; 125 the service cannot be reached, or did not answ
 within --wait.`;
 
 const OPTIONS: readonly OptionSpec[] = [
-  { key: "socket", names: ["--socket"], kind: "value", env: "DENIT_JOBS_SOCKET" },
-  { key: "id", names: ["--id"], kind: "value" },
-  { key: "workdir", names: ["--workdir", "-w"], kind: "value" },
-  { key: "env", names: ["--env", "-e"], kind: "value" },
-  { key: "grace", names: ["--grace"], kind: "value" },
-  { key: "wait", names: ["--wait"], kind: "value", env: "DENIT_JOB_WAIT" },
-  { key: "follow", names: ["-f", "--follow"], kind: "flag" },
-  { key: "help", names: ["-h", "--help"], kind: "flag" },
+  option("--socket", "value", "DENIT_JOBS_SOCKET"),
+  option("--id", "value"),
+  option("-w --workdir", "value"),
+  option("-e --env", "value"),
+  option("--grace", "value"),
+  option("--wait", "value", "DENIT_JOB_WAIT"),
+  option("-f --follow", "flag"),
+  option("-h --help", "flag"),
 ];
 
 type JobsClient = grpc.Client & {

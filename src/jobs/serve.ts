@@ -15,7 +15,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { createServer, type Socket } from "node:net";
 import { Duplex } from "node:stream";
-import { type OptionSpec, scanArgs, Settings } from "../common/args.ts";
+import { option, type OptionSpec, scanArgs, Settings } from "../common/args.ts";
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { prepareTrustedDirectory, runDirectory } from "../common/job_paths.ts";
@@ -44,13 +44,13 @@ export const SILENT_CONNECTION_MS = 5000;
 const STREAMS_PER_CONNECTION = 16;
 
 const OPTIONS: readonly OptionSpec[] = [
-  { key: "spool", names: ["--spool"], kind: "value" },
-  { key: "parent", names: ["--parent"], kind: "value" },
-  { key: "listen-fd", names: ["--listen-fd"], kind: "value" },
-  { key: "stopping", names: ["--stopping"], kind: "flag" },
-  { key: "oom-count", names: ["--oom-count"], kind: "value" },
-  { key: "log-level", names: ["--log-level"], kind: "value" },
-  { key: "log-format", names: ["--log-format"], kind: "value" },
+  option("--spool", "value"),
+  option("--parent", "value"),
+  option("--listen-fd", "value"),
+  option("--stopping", "flag"),
+  option("--oom-count", "value"),
+  option("--log-level", "value"),
+  option("--log-format", "value"),
 ];
 
 /** HTTP/2's connection preface (RFC 9113 §3.4), then frames of a 9-byte head (§4.1). */

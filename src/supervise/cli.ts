@@ -12,6 +12,7 @@ import {
 } from "../common/ready.ts";
 import { DEFAULT_HEALTH, type ListenAddress, parseListenAddress } from "../common/address.ts";
 import {
+  option,
   type OptionSpec,
   parseFrom,
   scanArgs,
@@ -45,34 +46,24 @@ export interface Config {
   readonly logLevel: LogLevel;
   readonly health: ListenAddress | null;
   readonly fileLimit: FileLimitSetting;
-  /** A first TERM or INT reaches the child this long after it arrived (readiness fails at once). */
   readonly shutdownDelayMs: number;
-  /** `--drain-while`: a held stop goes on once this no longer holds (the delay is its bound). */
   readonly drainWhile: DrainCheck | null;
-  /** `--kill-orphans`: processes reparented to denit while the child runs get SIGTERM, then
-   * SIGKILL this long after; null: off. */
+  /** `--kill-orphans`: SIGKILL this long after SIGTERM; null: off. */
   readonly orphanGraceMs: number | null;
-  /** The child's deadline, counted from its start. */
   readonly timeoutMs: number | null;
-  /** The user (and group) the child runs as: "NAME[:GROUP]" or numbers, resolved later. */
+  /** "NAME[:GROUP]" or numbers, resolved later. */
   readonly user: string | null;
-  /** What /readyz waits for: tcp:PORT, http:PORT/PATH, file:PATH or notify. */
   readonly readyWhen: ReadyCheck | null;
-  /** When the child exits, wait for its descendants instead of stopping them. */
   readonly waitDescendants: boolean;
-  /** Where the exit report goes; null: /dev/termination-log when it exists and is empty. */
+  /** null: /dev/termination-log when it exists and is empty. */
   readonly terminationLog: string | null;
-  /** A warn line for every reaped process that is not the main child (tini's -w). */
   readonly warnReaped: boolean;
-  /** How log lines look. */
   readonly logFormat: LogFormat;
-  /** The job service's Unix socket; null: no job service (nothing of it is loaded). */
+  /** null: no job service (nothing of it is loaded). */
   readonly jobsSocket: string | null;
-  /** Where the jobs' output is spooled. */
   readonly jobsSpool: string;
-  /** The child's oom_score_adj (-1000 to 1000); null: inherited from denit, as always. */
+  /** null: inherited from denit. */
   readonly oomScoreAdj: number | null;
-  /** A signal that counts as a stop besides TERM, INT and QUIT (the pod's stop signal). */
   readonly stopSignal: number | null;
   /** Lines to log once a logger exists (a misspelt DENIT_* variable, say). */
   readonly warnings: readonly string[];
@@ -159,48 +150,33 @@ error, 125 denit failed.`;
 
 /** The options, with their environment twins. */
 export const OPTIONS: readonly OptionSpec[] = [
-  { key: "group", names: ["-g", "--group"], kind: "flag", env: "DENIT_GROUP" },
-  { key: "rewrite", names: ["-r", "--rewrite"], kind: "value", env: "DENIT_REWRITE" },
-  { key: "remap-exit", names: ["-e", "--remap-exit"], kind: "value", env: "DENIT_REMAP_EXIT" },
-  { key: "subreaper", names: ["-s", "--subreaper"], kind: "flag", env: "DENIT_SUBREAPER" },
-  { key: "pdeathsig", names: ["-p", "--pdeathsig"], kind: "value", env: "DENIT_PDEATHSIG" },
-  { key: "grace", names: ["--grace"], kind: "value", env: "DENIT_GRACE" },
-  { key: "kill-after", names: ["--kill-after"], kind: "value", env: "DENIT_KILL_AFTER" },
-  { key: "nofile", names: ["--nofile"], kind: "value", env: "DENIT_NOFILE" },
-  { key: "oom-score-adj", names: ["--oom-score-adj"], kind: "value", env: "DENIT_OOM_SCORE_ADJ" },
-  {
-    key: "shutdown-delay",
-    names: ["--shutdown-delay"],
-    kind: "value",
-    env: "DENIT_SHUTDOWN_DELAY",
-  },
-  { key: "drain-while", names: ["--drain-while"], kind: "value", env: "DENIT_DRAIN_WHILE" },
-  { key: "kill-orphans", names: ["--kill-orphans"], kind: "optional", env: "DENIT_KILL_ORPHANS" },
-  { key: "timeout", names: ["--timeout"], kind: "value", env: "DENIT_TIMEOUT" },
-  { key: "stop-signal", names: ["--stop-signal"], kind: "value", env: "DENIT_STOP_SIGNAL" },
-  { key: "user", names: ["-u", "--user"], kind: "value", env: "DENIT_USER" },
-  { key: "ready-when", names: ["--ready-when"], kind: "value", env: "DENIT_READY_WHEN" },
-  {
-    key: "wait-descendants",
-    names: ["--wait-descendants"],
-    kind: "flag",
-    env: "DENIT_WAIT_DESCENDANTS",
-  },
-  { key: "health", names: ["--health"], kind: "flag", env: "DENIT_HEALTH" },
-  { key: "health-addr", names: ["--health-addr"], kind: "value", env: "DENIT_HEALTH_ADDR" },
-  {
-    key: "termination-log",
-    names: ["--termination-log"],
-    kind: "value",
-    env: "DENIT_TERMINATION_LOG",
-  },
-  { key: "jobs-socket", names: ["--jobs-socket"], kind: "value", env: "DENIT_JOBS_SOCKET" },
-  { key: "jobs-spool", names: ["--jobs-spool"], kind: "value", env: "DENIT_JOBS_SPOOL" },
-  { key: "warn-reaped", names: ["-w", "--warn-reaped"], kind: "flag", env: "DENIT_WARN_REAPED" },
-  { key: "log-format", names: ["--log-format"], kind: "value", env: "DENIT_LOG_FORMAT" },
-  { key: "verbose", names: ["-v", "--verbose"], kind: "flag" },
-  { key: "help", names: ["-h", "--help"], kind: "flag" },
-  { key: "version", names: ["--version"], kind: "flag" },
+  option("-g --group", "flag", "DENIT_GROUP"),
+  option("-r --rewrite", "value", "DENIT_REWRITE"),
+  option("-e --remap-exit", "value", "DENIT_REMAP_EXIT"),
+  option("-s --subreaper", "flag", "DENIT_SUBREAPER"),
+  option("-p --pdeathsig", "value", "DENIT_PDEATHSIG"),
+  option("--grace", "value", "DENIT_GRACE"),
+  option("--kill-after", "value", "DENIT_KILL_AFTER"),
+  option("--nofile", "value", "DENIT_NOFILE"),
+  option("--oom-score-adj", "value", "DENIT_OOM_SCORE_ADJ"),
+  option("--shutdown-delay", "value", "DENIT_SHUTDOWN_DELAY"),
+  option("--drain-while", "value", "DENIT_DRAIN_WHILE"),
+  option("--kill-orphans", "optional", "DENIT_KILL_ORPHANS"),
+  option("--timeout", "value", "DENIT_TIMEOUT"),
+  option("--stop-signal", "value", "DENIT_STOP_SIGNAL"),
+  option("-u --user", "value", "DENIT_USER"),
+  option("--ready-when", "value", "DENIT_READY_WHEN"),
+  option("--wait-descendants", "flag", "DENIT_WAIT_DESCENDANTS"),
+  option("--health", "flag", "DENIT_HEALTH"),
+  option("--health-addr", "value", "DENIT_HEALTH_ADDR"),
+  option("--termination-log", "value", "DENIT_TERMINATION_LOG"),
+  option("--jobs-socket", "value", "DENIT_JOBS_SOCKET"),
+  option("--jobs-spool", "value", "DENIT_JOBS_SPOOL"),
+  option("-w --warn-reaped", "flag", "DENIT_WARN_REAPED"),
+  option("--log-format", "value", "DENIT_LOG_FORMAT"),
+  option("-v --verbose", "flag"),
+  option("-h --help", "flag"),
+  option("--version", "flag"),
 ];
 
 /** Every variable denit reads; any other DENIT_* variable gets a warning. */

@@ -1,11 +1,9 @@
 /**
- * The supervising program: parse, then supervise. Observers that run beside it (the health
- * endpoint) are handed in by the entry module, so that this program imports none of them and
- * loads their code only when asked to.
+ * The supervising program: parse, then supervise. The health endpoint is handed in by the entry
+ * module, so that this program imports none of it and loads its code only when asked to.
  */
 
-import type { ListenAddress } from "../common/address.ts";
-import { formatAddress } from "../common/address.ts";
+import { formatAddress, type ListenAddress } from "../common/address.ts";
 import { formatDrainCheck } from "../common/ready.ts";
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
@@ -28,10 +26,7 @@ export interface Attachment {
   readonly notifySocket: string | null;
 }
 
-/**
- * Starts the health endpoint on an address, answering from the supervisor's snapshot as it is
- * at each request; rejects with the bind error.
- */
+/** Starts the health endpoint, answering from the snapshot at each request; rejects if unbound. */
 export type HealthStarter = (
   address: ListenAddress,
   source: SnapshotSource,
@@ -56,10 +51,7 @@ function describe(err: unknown): string {
   return err.message.split("\n")[0] ?? "";
 }
 
-/**
- * The main thread's name (what ps and top show): "denit", not the runtime's "deno". Written to
- * /proc/self/comm, which needs no C library.
- */
+/** What ps and top show: "denit", not the runtime's "deno". */
 function nameProcess(): void {
   try {
     Deno.writeTextFileSync("/proc/self/comm", "denit");
@@ -173,10 +165,7 @@ async function run(
   }
 }
 
-/**
- * The job service, a process of its own that denit supervises (jobs.ts): loaded only with
- * --jobs-socket. Its socket listens before the child starts, as the health endpoint does.
- */
+/** The job service (jobs.ts), loaded only with --jobs-socket. */
 async function startJobs(
   config: Config,
   log: Logger,
@@ -252,11 +241,7 @@ function optionHint(name: string): string {
     `that ends with "--" takes every argument as the command)`;
 }
 
-/**
- * Once the child runs, nothing may end denit but the child's end: an error thrown where no
- * one catches it (a callback, a message handler) and a rejection nobody awaits are each one
- * error line, and the process goes on.
- */
+/** Once the child runs, nothing but its end may end denit: an uncaught error is one line. */
 function keepGoing(log: Logger): void {
   globalThis.addEventListener("error", (event) => {
     event.preventDefault();
