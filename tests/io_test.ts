@@ -115,3 +115,27 @@ for (const mode of MODES) {
     assertEquals(pgid, pid);
   });
 }
+
+Deno.test("denit's last line waits for a stderr that drains slowly: it is written, then denit exits", async () => {
+  // The child fills denit's stderr pipe (64 KiB) and dies of SIGKILL: denit's warn line about it
+  // finds the pipe full. The test starts reading 300 ms later, a reader that is slow, not gone.
+  const script = "head -c 65536 /dev/zero >&2; echo filled; kill -KILL $$";
+  const proc = new Deno.Command(program(DENIT), {
+    args: [...DENIT.slice(1), "-s", "--", "sh", "-c", script],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stdout = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let seen = "";
+  while (!seen.includes("filled\n")) {
+    const { value, done } = await stdout.read();
+    if (done) break;
+    seen += value;
+  }
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const [stderr, status] = await Promise.all([new Response(proc.stderr).text(), proc.status]);
+  await stdout.cancel();
+  assertEquals(status.code, 137);
+  assertOk(/warn: the child was killed by SIGKILL/.test(stderr), stderr.replaceAll("\0", ""));
+});

@@ -1199,3 +1199,60 @@ Deno.test({
     }
   },
 });
+
+/** Whether a thread of `pid` is blocked in write(2) on its stderr (/proc/PID/task/TID/syscall). */
+function writingStderr(pid: number): boolean {
+  const write = Deno.build.arch === "aarch64" ? 64 : 1;
+  try {
+    for (const task of Deno.readDirSync(`/proc/${pid}/task`)) {
+      const call = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/syscall`);
+      if (call.startsWith(`${write} 0x2 `)) return true;
+    }
+  } catch {
+    // Gone meanwhile.
+  }
+  return false;
+}
+
+Deno.test("job service: its last line before it exits reaches a stderr that drains slowly (a spool made untrusted)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-service-line-" });
+  // The child fills the stderr pipe that denit and the service share (64 KiB): lines then wait.
+  const script = "head -c 65536 /dev/zero >&2; echo up; exec sleep 30";
+  const proc = new Deno.Command(DENIT[0] ?? "", {
+    args: [...DENIT.slice(1), "-s", ...jobsOptions(dir), "--", "sh", "-c", script],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stdout = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  try {
+    for (let seen = ""; !seen.includes("up\n");) {
+      const { value, done } = await stdout.read();
+      if (done) throw new Error(`denit ended before its child said up: ${seen}`);
+      seen += value;
+    }
+    await Deno.chmod(`${dir}/spool`, 0o777);
+    const client = run([...DENIT, "job", "--socket", `${dir}/jobs.sock`, "--wait", "1s", "list"]);
+    // The service refuses the spool and says why: it waits on the full pipe before it exits.
+    await waitUntil(() => {
+      const service = servicePidOf(proc.pid);
+      return service > 0 && writingStderr(service);
+    }, "the service's line waiting for stderr");
+    const stderr = new Response(proc.stderr).text();
+    assertEquals((await client).code, 125);
+    proc.kill("SIGTERM");
+    assertEquals((await proc.status).code, 143);
+    assertMatch(
+      (await stderr).replaceAll("\0", ""),
+      /denit-jobs\[\d+\] error: cannot serve jobs: job spool: ".*" is writable by other users/,
+    );
+  } finally {
+    await stdout.cancel();
+    try {
+      proc.kill("SIGKILL");
+    } catch {
+      // Ended already.
+    }
+    await Deno.remove(dir, { recursive: true });
+  }
+});

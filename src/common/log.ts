@@ -19,8 +19,8 @@ export interface Logger {
   info(message: string, fields?: LogFields): void;
   debug(message: string, fields?: LogFields): void;
   enabled(level: LogLevel): boolean;
-  /** Resolves once every line is written, or after `timeoutMs` (stderr may stay full). */
-  flush(timeoutMs: number): Promise<void>;
+  /** Resolves once every line is written, or after EXIT_FLUSH_MS (stderr may stay full). */
+  flush(): Promise<void>;
 }
 
 /**
@@ -103,6 +103,12 @@ export function lineBytes(format: (message: string) => string, message: string):
   return bytes;
 }
 
+/**
+ * How long an exit waits for lines stderr has not taken yet: a stderr that drains slowly (a
+ * process stalled on memory) gets them, one that nobody reads holds the exit no longer.
+ */
+export const EXIT_FLUSH_MS = 1000;
+
 /** Bytes of lines held while stderr is full; beyond them a line is dropped, and counted. */
 const MAX_HELD_BYTES = 64 * 1024;
 
@@ -154,12 +160,12 @@ class ErrWriter {
   }
 
   /**
-   * Waits until what is held is written, at most `timeoutMs`. Nothing held: at once (a first
+   * Waits until what is held is written, at most EXIT_FLUSH_MS. Nothing held: at once (a first
    * timer would load the runtime's timer code between the child's exit and denit's).
    */
-  async flush(timeoutMs: number): Promise<void> {
+  async flush(): Promise<void> {
     if (this.#writing === null) return;
-    await Promise.race([this.#writing, quietDelay(timeoutMs)]);
+    await Promise.race([this.#writing, quietDelay(EXIT_FLUSH_MS)]);
   }
 }
 
@@ -191,7 +197,7 @@ export function createLogger(
     warn: write("warn"),
     info: write("info"),
     debug: write("debug"),
-    flush: (timeoutMs: number) => writer.flush(timeoutMs),
+    flush: () => writer.flush(),
   });
 }
 

@@ -330,6 +330,7 @@ export async function serveMain(args: readonly string[]): Promise<number> {
     log.info("listening", { spool: dir });
   } catch (err: unknown) {
     log.error(`cannot serve jobs: ${errorLine(err)}`);
+    await log.flush();
     return ExitCode.INTERNAL;
   }
   // It serves until denit ends it (SIGTERM, or the launcher's parent-death signal).

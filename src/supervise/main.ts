@@ -118,13 +118,10 @@ export async function superviseMain(
   try {
     return await run(config, log, context, { runAs, fileSoftLimit: launch.fileSoftLimit, launch });
   } finally {
-    // Lines wait while stderr is full: a moment for them, never a wait on a reader.
-    await log.flush(LOG_FLUSH_MS);
+    // Lines that wait for stderr: a moment for them (EXIT_FLUSH_MS), never a wait on a reader.
+    await log.flush();
   }
 }
-
-/** How long denit's exit waits for log lines that stderr has not taken yet. */
-const LOG_FLUSH_MS = 100;
 
 /** The supervisor and what runs beside it (the health endpoint, the job service), then the run. */
 async function run(
