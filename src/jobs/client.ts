@@ -62,22 +62,16 @@ const OPTIONS: readonly OptionSpec[] = [
   option("-h --help", "flag"),
 ];
 
+type Unary<T> = (
+  request: object,
+  options: grpc.CallOptions,
+  callback: grpc.requestCallback<T>,
+) => grpc.ClientUnaryCall;
+
 type JobsClient = grpc.Client & {
-  Run(
-    request: object,
-    options: grpc.CallOptions,
-    callback: grpc.requestCallback<JobMessage>,
-  ): grpc.ClientUnaryCall;
-  Cancel(
-    request: object,
-    options: grpc.CallOptions,
-    callback: grpc.requestCallback<JobMessage>,
-  ): grpc.ClientUnaryCall;
-  List(
-    request: object,
-    options: grpc.CallOptions,
-    callback: grpc.requestCallback<{ jobs: JobMessage[]; nextAfterId: string }>,
-  ): grpc.ClientUnaryCall;
+  Run: Unary<JobMessage>;
+  Cancel: Unary<JobMessage>;
+  List: Unary<{ jobs: JobMessage[]; nextAfterId: string }>;
   Follow(request: object): grpc.ClientReadableStream<JobMessage>;
   FollowIO(request: object): grpc.ClientReadableStream<OutputMessage>;
 };

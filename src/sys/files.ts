@@ -6,19 +6,21 @@
  */
 
 import { DIRENT64, O, RLIMIT, STATX } from "./layout.ts";
-import { closeFd, cString, Errno, errno, errnoMessage, libc } from "./symbols.ts";
+import {
+  type CallResult,
+  checked,
+  closeFd,
+  cString,
+  Errno,
+  errno,
+  errnoMessage,
+  libc,
+} from "./symbols.ts";
 
-export { closeFd, Errno, errnoMessage };
+export { type CallResult, closeFd, Errno, errnoMessage };
 
 /** A call's value, or the errno it failed with. */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };
-
-/** Result of a call that only fails with errno. */
-export type CallResult = { ok: true } | { ok: false; errno: number };
-
-function checked(rc: number): CallResult {
-  return rc === 0 ? { ok: true } : { ok: false, errno: errno() };
-}
 
 function outcome(rc: number): Outcome<number> {
   return rc >= 0 ? { ok: true, value: rc } : { ok: false, errno: errno() };

@@ -5,10 +5,19 @@
  */
 
 import { FILE_ACTIONS_BYTES, O, RLIMIT, SIGINFO, SPAWNATTR_BYTES, STATX } from "./layout.ts";
-import { addressOf, cString, Errno, errno, errnoMessage, libc } from "./symbols.ts";
+import {
+  addressOf,
+  type CallResult,
+  checked,
+  cString,
+  Errno,
+  errno,
+  errnoMessage,
+  libc,
+} from "./symbols.ts";
 import { signalSet } from "./signals.ts";
 
-export { Errno, errnoMessage };
+export { type CallResult, Errno, errnoMessage };
 
 const WNOHANG = 1; // sys/wait.h
 const WEXITED = 4; // sys/wait.h
@@ -27,13 +36,6 @@ const AT_FDCWD = -100; // fcntl.h
 const STATX_TYPE = 0x1; // linux/stat.h: the file type bits of stx_mode
 const S_IFMT = 0o170000; // sys/stat.h
 const S_IFREG = 0o100000; // sys/stat.h
-
-/** Result of a call that only fails with errno. */
-export type CallResult = { ok: true } | { ok: false; errno: number };
-
-function checked(rc: number): CallResult {
-  return rc === 0 ? { ok: true } : { ok: false, errno: errno() };
-}
 
 /** How a process ended, decoded from a wait status. */
 export type ExitStatus =

@@ -25,28 +25,16 @@ const START_SYMBOLS = {
   posix_spawnattr_destroy: { parameters: ["buffer"], result: "i32" }, // posix_spawnattr_t *attr
   posix_spawnattr_setflags: { parameters: ["buffer", "i16"], result: "i32" }, // attr, short flags
   posix_spawnattr_setpgroup: { parameters: ["buffer", "i32"], result: "i32" }, // attr, pid_t pgroup
-  posix_spawnattr_setsigdefault: {
-    parameters: ["buffer", "buffer"], // posix_spawnattr_t *attr, const sigset_t *sigdefault
-    result: "i32",
-  },
-  posix_spawnattr_setsigmask: {
-    parameters: ["buffer", "buffer"], // posix_spawnattr_t *attr, const sigset_t *sigmask
-    result: "i32",
-  },
-  waitpid: {
-    parameters: ["i32", "buffer", "i32"], // pid_t pid, int *wstatus, int options
-    result: "i32", // pid_t
-  },
-  prctl: {
-    // int option, unsigned long arg2..arg5 (variadic in C; integer registers on Linux ABIs)
-    parameters: ["i32", "u64", "u64", "u64", "u64"],
-    result: "i32",
-  },
-  prlimit: {
-    // pid_t pid, int resource, const struct rlimit *new_limit, struct rlimit *old_limit
-    parameters: ["i32", "i32", "buffer", "buffer"],
-    result: "i32",
-  },
+  // posix_spawnattr_t *attr, const sigset_t *sigdefault
+  posix_spawnattr_setsigdefault: { parameters: ["buffer", "buffer"], result: "i32" },
+  // posix_spawnattr_t *attr, const sigset_t *sigmask
+  posix_spawnattr_setsigmask: { parameters: ["buffer", "buffer"], result: "i32" },
+  // pid_t pid, int *wstatus, int options
+  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  // int option, unsigned long arg2..arg5 (variadic in C; integer registers on Linux ABIs)
+  prctl: { parameters: ["i32", "u64", "u64", "u64", "u64"], result: "i32" },
+  // pid_t pid, int resource, const struct rlimit *new_limit, struct rlimit *old_limit
+  prlimit: { parameters: ["i32", "i32", "buffer", "buffer"], result: "i32" },
   access: { parameters: ["buffer", "i32"], result: "i32" }, // const char *pathname, int mode
   // int signalfd(int fd, const sigset_t *mask, int flags)
   signalfd: { parameters: ["i32", "buffer", "i32"], result: "i32" },
@@ -79,11 +67,8 @@ const PROCESS_SYMBOLS = {
     optional: true,
   },
   // waitid without waiting (WNOHANG).
-  waitid: {
-    // idtype_t idtype, id_t id, siginfo_t *infop, int options
-    parameters: ["i32", "u32", "buffer", "i32"],
-    result: "i32",
-  },
+  // idtype_t idtype, id_t id, siginfo_t *infop, int options
+  waitid: { parameters: ["i32", "u32", "buffer", "i32"], result: "i32" },
   kill: { parameters: ["i32", "i32"], result: "i32" }, // pid_t pid, int sig
   tcgetpgrp: { parameters: ["i32"], result: "i32" }, // int fd
   close: { parameters: ["i32"], result: "i32" }, // int fd
@@ -95,30 +80,19 @@ const PROCESS_SYMBOLS = {
 
 /** Copy mode: files by descriptor. */
 const FILE_SYMBOLS = {
-  openat: {
-    parameters: ["i32", "buffer", "i32", "u32"], // int dirfd, const char *path, int flags, mode_t
-    result: "i32",
-  },
+  // int dirfd, const char *path, int flags, mode_t
+  openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
   mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // int dirfd, path, mode_t
   symlinkat: { parameters: ["buffer", "i32", "buffer"], result: "i32" }, // target, dirfd, path
-  readlinkat: {
-    parameters: ["i32", "buffer", "buffer", "usize"], // int dirfd, path, char *buf, size_t size
-    result: "isize", // ssize_t
-  },
-  linkat: {
-    // int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags
-    parameters: ["i32", "buffer", "i32", "buffer", "i32"],
-    result: "i32",
-  },
-  renameat: {
-    parameters: ["i32", "buffer", "i32", "buffer"], // int olddirfd, old, int newdirfd, new
-    result: "i32",
-  },
+  // int dirfd, path, char *buf, size_t size
+  readlinkat: { parameters: ["i32", "buffer", "buffer", "usize"], result: "isize" },
+  // int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags
+  linkat: { parameters: ["i32", "buffer", "i32", "buffer", "i32"], result: "i32" },
+  // int olddirfd, old, int newdirfd, new
+  renameat: { parameters: ["i32", "buffer", "i32", "buffer"], result: "i32" },
   unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" }, // int dirfd, path, int flags
-  getdents64: {
-    parameters: ["i32", "buffer", "usize"], // int fd, void *dirp, size_t count
-    result: "isize", // ssize_t
-  },
+  // int fd, void *dirp, size_t count
+  getdents64: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   copy_file_range: {
     // int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags
     parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"],
@@ -130,51 +104,32 @@ const FILE_SYMBOLS = {
     result: "isize",
     nonblocking: true,
   },
-  sendfile: {
-    parameters: ["i32", "i32", "buffer", "usize"], // int out_fd, int in_fd, off_t *offset, size_t
-    result: "isize", // ssize_t
-  },
-  pread: {
-    parameters: ["i32", "buffer", "usize", "i64"], // int fd, void *buf, size_t count, off_t offset
-    result: "isize", // ssize_t
-  },
+  // int out_fd, int in_fd, off_t *offset, size_t
+  sendfile: { parameters: ["i32", "i32", "buffer", "usize"], result: "isize" },
+  // int fd, void *buf, size_t count, off_t offset
+  pread: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize" },
   lseek: { parameters: ["i32", "i64", "i32"], result: "i64" }, // int fd, off_t offset, int whence
   ftruncate: { parameters: ["i32", "i64"], result: "i32" }, // int fd, off_t length
   fchmod: { parameters: ["i32", "u32"], result: "i32" }, // int fd, mode_t mode
   fchown: { parameters: ["i32", "u32", "u32"], result: "i32" }, // int fd, uid_t owner, gid_t group
-  fchownat: {
-    parameters: ["i32", "buffer", "u32", "u32", "i32"], // int dirfd, path, uid_t, gid_t, int flags
-    result: "i32",
-  },
+  // int dirfd, path, uid_t, gid_t, int flags
+  fchownat: { parameters: ["i32", "buffer", "u32", "u32", "i32"], result: "i32" },
   futimens: { parameters: ["i32", "buffer"], result: "i32" }, // int fd, const timespec times[2]
-  utimensat: {
-    parameters: ["i32", "buffer", "buffer", "i32"], // int dirfd, path, const timespec[2], flags
-    result: "i32",
-  },
+  // int dirfd, path, const timespec[2], flags
+  utimensat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
   fsync: { parameters: ["i32"], result: "i32" }, // int fd
-  statx: {
-    // int dirfd, const char *path, int flags, unsigned int mask, struct statx *buf
-    parameters: ["i32", "buffer", "i32", "u32", "buffer"],
-    result: "i32",
-  },
+  // int dirfd, const char *path, int flags, unsigned int mask, struct statx *buf
+  statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
   flistxattr: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // int fd, list, size
-  fgetxattr: {
-    parameters: ["i32", "buffer", "buffer", "usize"], // int fd, const char *name, void *v, size
-    result: "isize",
-  },
-  fsetxattr: {
-    parameters: ["i32", "buffer", "buffer", "usize", "i32"], // fd, name, const void *v, size, flags
-    result: "i32",
-  },
+  // int fd, const char *name, void *v, size
+  fgetxattr: { parameters: ["i32", "buffer", "buffer", "usize"], result: "isize" },
+  // fd, name, const void *v, size, flags
+  fsetxattr: { parameters: ["i32", "buffer", "buffer", "usize", "i32"], result: "i32" },
   llistxattr: { parameters: ["buffer", "buffer", "usize"], result: "isize" }, // path, list, size
-  lgetxattr: {
-    parameters: ["buffer", "buffer", "buffer", "usize"], // path, const char *name, void *v, size
-    result: "isize",
-  },
-  lsetxattr: {
-    parameters: ["buffer", "buffer", "buffer", "usize", "i32"], // path, name, value, size, flags
-    result: "i32",
-  },
+  // path, const char *name, void *v, size
+  lgetxattr: { parameters: ["buffer", "buffer", "buffer", "usize"], result: "isize" },
+  // path, name, value, size, flags
+  lsetxattr: { parameters: ["buffer", "buffer", "buffer", "usize", "i32"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The jobs: pipes, file actions, the output pump. */
@@ -184,10 +139,8 @@ const JOB_SYMBOLS = {
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   open: { parameters: ["buffer", "i32", "u32"], result: "i32" }, // const char *path, flags, mode
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // fd, const void *buf, count
-  posix_spawn_file_actions_adddup2: {
-    parameters: ["buffer", "i32", "i32"], // posix_spawn_file_actions_t *fa, int fd, int newfd
-    result: "i32",
-  },
+  // posix_spawn_file_actions_t *fa, int fd, int newfd
+  posix_spawn_file_actions_adddup2: { parameters: ["buffer", "i32", "i32"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** One thread's credentials. */
@@ -201,10 +154,8 @@ const SOCKET_SYMBOLS = {
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" }, // int domain, type, protocol
   bind: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // fd, const sockaddr *, len
   listen: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int backlog
-  setsockopt: {
-    parameters: ["i32", "i32", "i32", "buffer", "u32"], // fd, level, optname, const void *, len
-    result: "i32",
-  },
+  // fd, level, optname, const void *, len
+  setsockopt: { parameters: ["i32", "i32", "i32", "buffer", "u32"], result: "i32" },
   // ssize_t recvmsg(int fd, struct msghdr *msg, int flags): blocks on a thread of the runtime.
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize", nonblocking: true },
   shutdown: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int how
@@ -400,6 +351,14 @@ export const Errno = Object.freeze({
 export function errno(): number {
   const pointer = libc.__errno_location();
   return pointer === null ? 0 : new Deno.UnsafePointerView(pointer).getInt32();
+}
+
+/** Result of a call that only fails with errno. */
+export type CallResult = { ok: true } | { ok: false; errno: number };
+
+/** A call's return code as a CallResult (0: done; else errno, read at once). */
+export function checked(rc: number): CallResult {
+  return rc === 0 ? { ok: true } : { ok: false, errno: errno() };
 }
 
 /** The C library's message for an errno value, e.g. "No such file or directory". */
