@@ -19,7 +19,7 @@ import {
   STOPPING_FILE,
 } from "../common/job_paths.ts";
 import type { Logger } from "../common/log.ts";
-import { signalName, signalNumber, SIGTERM } from "../common/signals.ts";
+import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { UnixListener } from "../sys/listener.ts";
 import { type ExitStatus, pathExists, sendSignal, spawn } from "../sys/process.ts";
 import { findMemoryCgroup, oomCountFile, readOomKills } from "./cgroup.ts";
@@ -97,7 +97,7 @@ export class JobHost {
   /**
    * Makes the socket's directory, the spool and this run's directory in it (trusted, see
    * job_paths.ts), binds the socket and listens, so that a bad path fails here, before the child
-   * runs; the service's process starts when the first connection waits. Throws an Error whose message is the whole line to log.
+   * runs; the service starts when the first connection waits. Throws the whole line to log.
    */
   async start(): Promise<void> {
     const { socket, spool } = this.#settings;
@@ -179,7 +179,7 @@ export class JobHost {
     this.#servicePid = 0;
     // Killed by the OOM killer: the container is out of memory, and a service started again at
     // once would take back what the process that grows needs (and be killed again).
-    const oom = status.kind === "signaled" && status.signo === 9 && this.#oomKillsRose();
+    const oom = status.kind === "signaled" && status.signo === SIGKILL && this.#oomKillsRose();
     if (oom) this.#settings.onOomKill();
     if (ran >= RESTART_RESET_AFTER_MS) this.#restartDelayMs = RESTART_FIRST_MS;
     const delay = oom ? RESTART_MAX_MS : this.#restartDelayMs;
