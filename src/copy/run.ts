@@ -378,24 +378,13 @@ export class CopyRun {
   ): DirNode {
     const dest = parentFresh ? null : statIfThere(parentFd, name, destPath);
     checkDestination("dir", dest, destPath);
+    const base = { srcFd, stat, parent, parentFd, destName: name, srcPath, destPath };
+    const closing = { closeSrc: ownsSrc, closeDest: true };
     if (dest !== null) {
       const destFd = openDir(parentFd, name, destPath);
       removeStaleTemps(destFd);
-      return this.#node({
-        srcFd,
-        destFd,
-        stat,
-        parent,
-        parentFd,
-        destName: name,
-        temp: null,
-        fresh: false,
-        update: dirFate(stat, dest, this.#options) !== "unchanged",
-        closeSrc: ownsSrc,
-        closeDest: true,
-        srcPath,
-        destPath,
-      });
+      const update = dirFate(stat, dest, this.#options) !== "unchanged";
+      return this.#node({ ...base, ...closing, destFd, temp: null, fresh: false, update });
     }
     const temp = parentFresh ? null : tempName();
     // 0700 until it is finished: nobody else gets in while it is being filled.
@@ -408,19 +397,12 @@ export class CopyRun {
     }
     if (parent !== null) parent.touched = true;
     return this.#node({
-      srcFd,
+      ...base,
+      ...closing,
       destFd: opened.value,
-      stat,
-      parent,
-      parentFd,
-      destName: name,
       temp,
       fresh: true,
       update: true,
-      closeSrc: ownsSrc,
-      closeDest: true,
-      srcPath,
-      destPath,
     });
   }
 
