@@ -126,6 +126,13 @@ Deno.test("denit's last line waits for a stderr that drains slowly: it is writte
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+  // Were the pipe full before the child's 64 KiB (a line of denit's first), the child would wait
+  // for a reader: bounded, and said.
+  let stuck = false;
+  const guard = setTimeout(() => {
+    stuck = true;
+    proc.kill("SIGKILL");
+  }, 15_000);
   const stdout = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let seen = "";
   while (!seen.includes("filled\n")) {
@@ -135,7 +142,9 @@ Deno.test("denit's last line waits for a stderr that drains slowly: it is writte
   }
   await new Promise((resolve) => setTimeout(resolve, 300));
   const [stderr, status] = await Promise.all([new Response(proc.stderr).text(), proc.status]);
+  clearTimeout(guard);
   await stdout.cancel();
+  assertOk(!stuck, "the child could not fill the pipe: something was written before it");
   assertEquals(status.code, 137);
   assertOk(/warn: the child was killed by SIGKILL/.test(stderr), stderr.replaceAll("\0", ""));
 });

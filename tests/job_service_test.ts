@@ -1224,6 +1224,8 @@ Deno.test("job service: its last line before it exits reaches a stderr that drai
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+  // Bounded: were the pipe full before the child's 64 KiB, the child would wait for a reader.
+  const guard = setTimeout(() => proc.kill("SIGKILL"), 30_000);
   const stdout = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
   try {
     for (let seen = ""; !seen.includes("up\n");) {
@@ -1247,6 +1249,7 @@ Deno.test("job service: its last line before it exits reaches a stderr that drai
       /denit-jobs\[\d+\] error: cannot serve jobs: job spool: ".*" is writable by other users/,
     );
   } finally {
+    clearTimeout(guard);
     await stdout.cancel();
     try {
       proc.kill("SIGKILL");
