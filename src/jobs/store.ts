@@ -201,6 +201,11 @@ export function readRecords(dir: string): JobRecord[] {
 /** Outcomes of the jobs forgotten so far (the counters go on counting them). */
 type Forgotten = { succeeded: number; failed: number; cancelled: number };
 
+/** The counter of a finished job's status. */
+function outcomeOf(status: JobStatus): keyof Forgotten {
+  return status === "SUCCEEDED" ? "succeeded" : status === "FAILED" ? "failed" : "cancelled";
+}
+
 /** Every job of this run, by id; finished ones forgotten oldest first beyond the limits. */
 export class JobTable {
   readonly #dir: string;
@@ -264,10 +269,7 @@ export class JobTable {
       if (count <= KEEP_FINISHED_JOBS && bytes <= KEEP_SPOOL_BYTES) break;
       this.#jobs.delete(job.id);
       this.#bySeq.delete(job.seq);
-      const status = job.status;
-      if (status === "SUCCEEDED") this.#forgotten.succeeded++;
-      else if (status === "FAILED") this.#forgotten.failed++;
-      else this.#forgotten.cancelled++;
+      this.#forgotten[outcomeOf(job.status)]++;
       changed = true;
       job.remove();
       count--;
@@ -287,11 +289,8 @@ export class JobTable {
     };
     for (const job of this.#jobs.values()) {
       counts.started++;
-      const status = job.status;
-      if (status === "RUNNING") counts.running++;
-      else if (status === "SUCCEEDED") counts.succeeded++;
-      else if (status === "FAILED") counts.failed++;
-      else counts.cancelled++;
+      if (job.status === "RUNNING") counts.running++;
+      else counts[outcomeOf(job.status)]++;
     }
     return counts;
   }
