@@ -56,9 +56,9 @@ int main(void) {
          offsetof(struct dirent64, d_ino), offsetof(struct dirent64, d_reclen),
          offsetof(struct dirent64, d_type), offsetof(struct dirent64, d_name));
   printf("\\"O\\":{\\"RDONLY\\":%d,\\"WRONLY\\":%d,\\"RDWR\\":%d,\\"CREAT\\":%d,\\"EXCL\\":%d,\\"NONBLOCK\\":%d,"
-         "\\"DIRECTORY\\":%d,\\"NOFOLLOW\\":%d,\\"CLOEXEC\\":%d,\\"PATH\\":%d},",
+         "\\"DIRECTORY\\":%d,\\"NOFOLLOW\\":%d,\\"CLOEXEC\\":%d},",
          O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_NONBLOCK, O_DIRECTORY, O_NOFOLLOW,
-         O_CLOEXEC, O_PATH);
+         O_CLOEXEC);
   printf("\\"msghdr\\":{\\"bytes\\":%zu,\\"iov\\":%zu,\\"iovlen\\":%zu,\\"control\\":%zu,\\"controllen\\":%zu},",
          sizeof(struct msghdr), offsetof(struct msghdr, msg_iov), offsetof(struct msghdr, msg_iovlen),
          offsetof(struct msghdr, msg_control), offsetof(struct msghdr, msg_controllen));

@@ -20,11 +20,11 @@ export const FILE_ACTIONS_BYTES = 80;
 export const SIGINFO = Object.freeze({ bytes: 128, signo: 0, code: 8, pid: 16, status: 24 });
 
 /** struct rlimit: two rlim_t (unsigned long). */
+export const RLIMIT = Object.freeze({ bytes: 16, cur: 0, max: 8 });
 /** struct signalfd_siginfo (linux/signalfd.h), the same on both: ssi_signo first. */
 export const SIGNALFD_SIGINFO = Object.freeze({ bytes: 128, signo: 0 });
 /** struct pollfd { int fd; short events; short revents; } */
 export const POLLFD = Object.freeze({ bytes: 8, fd: 0, events: 4, revents: 6 });
-export const RLIMIT = Object.freeze({ bytes: 16, cur: 0, max: 8 });
 
 /** struct statx (linux/stat.h), the fields copy mode reads. */
 export const STATX = Object.freeze({
@@ -107,7 +107,6 @@ export const O = Object.freeze({
   DIRECTORY: THIS_ARCH.directory,
   NOFOLLOW: THIS_ARCH.nofollow,
   CLOEXEC: 0o2000000,
-  PATH: 0o10000000,
 });
 
 /** System call numbers (asm/unistd.h) for the calls glibc wraps process-wide. */
@@ -122,7 +121,6 @@ export const SOCKET = Object.freeze({
   AF_UNIX: 1,
   STREAM: 1,
   DGRAM: 2,
-  SEQPACKET: 5,
   /** SOCK_CLOEXEC: only what a spawn's dup2 puts in place is inherited. */
   CLOEXEC: 0o2000000,
   SOL_SOCKET: 1,
@@ -130,7 +128,7 @@ export const SOCKET = Object.freeze({
 });
 
 /** struct sockaddr_un { sa_family_t sun_family; char sun_path[108]; }: sun_path's offset and size. */
-export const SOCKADDR_UN = Object.freeze({ path: 2, pathBytes: 108 });
+const SOCKADDR_UN = Object.freeze({ path: 2, pathBytes: 108 });
 
 /**
  * A struct sockaddr_un for `name` (its bytes): a path, NUL-terminated, or with `abstract` a name
