@@ -624,10 +624,11 @@ export class Supervisor {
   /** `--drain-while`: ends a held stop at the first check that fails (the delay bounds it). */
   async #drain(check: DrainCheck): Promise<void> {
     const { probe } = await import("../common/probe.ts");
-    const jobs = (
-      n = this.#jobs?.counts().running ?? 0,
-    ): [boolean, string] => [n > 0, `${n} jobs running`];
-    const test = () => check.kind === "jobs" ? jobs() : probe(check);
+    const test = async (): Promise<[boolean, string]> => {
+      if (check.kind !== "jobs") return await probe(check);
+      const running = this.#jobs?.counts().running ?? 0;
+      return [running > 0, `${running} jobs running`];
+    };
     const held = () => this.#state.name === "stopping" && this.#state.draining !== null;
     while (held()) {
       const [holds, found] = await test();

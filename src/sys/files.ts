@@ -17,7 +17,7 @@ import {
   libc,
 } from "./symbols.ts";
 
-export { type CallResult, closeFd, Errno, errnoMessage };
+export { closeFd, Errno, errnoMessage };
 
 /** A call's value, or the errno it failed with. */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };

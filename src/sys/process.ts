@@ -17,7 +17,7 @@ import {
 } from "./symbols.ts";
 import { signalSet } from "./signals.ts";
 
-export { type CallResult, Errno, errnoMessage };
+export { Errno, errnoMessage };
 
 const WNOHANG = 1; // sys/wait.h
 const WEXITED = 4; // sys/wait.h
