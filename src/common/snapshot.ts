@@ -1,9 +1,10 @@
 /**
  * The supervisor's state as observers see it (the health endpoint): a frozen value, read and
- * never written. The contract between the supervisor and the
- * programs that report on it, so that neither imports the other.
+ * never written. The contract between the supervisor and the programs that report on it, so that
+ * neither imports the other.
  */
 
+import type { ListenAddress } from "./address.ts";
 import type { JobCounts } from "./job_paths.ts";
 import type { ReadyCheck } from "./ready.ts";
 
@@ -75,3 +76,17 @@ export interface SupervisorSettings {
 export interface SnapshotSource {
   snapshot(): Snapshot;
 }
+
+/** The health endpoint as the supervisor holds it: closed at exit. */
+export interface HealthHandle {
+  close(): void;
+  /** `--ready-when notify`: the socket's name, for the child's NOTIFY_SOCKET. */
+  readonly notifySocket: string | null;
+}
+
+/** Starts the health endpoint, answering from the snapshot at each request; rejects if unbound. */
+export type HealthStarter = (
+  address: ListenAddress,
+  source: SnapshotSource,
+  options: { supervisorStartedAtMs: number; settings: SupervisorSettings },
+) => Promise<HealthHandle>;

@@ -1,6 +1,7 @@
 /** Arguments of `denit copy` and `denit init` → frozen options. Same conventions as cli.ts. */
 
 import { option, type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
+import { groups, passwd } from "../common/accounts.ts";
 import { UsageError } from "../common/errors.ts";
 import type { Owner } from "./check.ts";
 
@@ -42,32 +43,18 @@ Options:
 Exit status: 0 done, 1 a file could not be copied (the line names it), 2 usage error,
 128+N interrupted by signal N (no temporary file is left).`;
 
-function lookup(file: string, name: string): number | null {
-  let text: string;
-  try {
-    text = Deno.readTextFileSync(file);
-  } catch {
-    return null; // No such database (distroless images may lack /etc/group): numbers only.
-  }
-  for (const line of text.split("\n")) {
-    const fields = line.split(":");
-    if (fields[0] === name && /^\d+$/.test(fields[2] ?? "")) return Number(fields[2]);
-  }
-  return null;
-}
-
 /** Parses "UID:GID" with numbers or names from /etc/passwd and /etc/group. */
 export function parseOwner(text: string): Owner {
   const [user, group, extra] = text.split(":");
   if (extra !== undefined || !user || !group) {
     throw new RangeError(`Invalid owner "${text}": use UID:GID, like 1001:123 or runner:docker`);
   }
-  const uid = /^\d+$/.test(user) ? Number(user) : lookup("/etc/passwd", user);
-  const gid = /^\d+$/.test(group) ? Number(group) : lookup("/etc/group", group);
-  if (uid === null || uid > 0xfffffffe) {
+  const uid = /^\d+$/.test(user) ? Number(user) : passwd().find((e) => e.name === user)?.uid;
+  const gid = /^\d+$/.test(group) ? Number(group) : groups().find((e) => e.name === group)?.gid;
+  if (uid === undefined || uid > 0xfffffffe) {
     throw new RangeError(`Invalid owner "${text}": unknown user "${user}"`);
   }
-  if (gid === null || gid > 0xfffffffe) {
+  if (gid === undefined || gid > 0xfffffffe) {
     throw new RangeError(`Invalid owner "${text}": unknown group "${group}"`);
   }
   return Object.freeze({ uid, gid });

@@ -35,14 +35,8 @@ const STOP_SIGNALS = RUNTIME_ARMED_SIGNALS;
 /** From this many files on, two worker threads copy them (below, starting them costs more). */
 const PARALLEL_MIN_FILES = 2000;
 
-/** One destination directory and what goes into it. */
-interface Target {
-  readonly dest: string;
-  readonly roots: readonly Root[];
-}
-
 /** Each SRC of `denit copy`: `SRC/.` its contents, `SRC/` SRC followed if a link, else SRC. */
-export function rootsFor(sources: readonly string[]): Root[] {
+function rootsFor(sources: readonly string[]): Root[] {
   return sources.map((source) => {
     const contents = source === "." || source.endsWith("/.");
     const follow = !contents && source.length > 1 && source.endsWith("/");
@@ -51,12 +45,11 @@ export function rootsFor(sources: readonly string[]): Root[] {
 }
 
 /**
- * What `denit init` copies, the files of the form denit runs in (the launcher, the runtime and
- * the bundles, beside one another), and the entrypoint that results. A bundle half that is
- * missing here is missing there too: what needs it fails in one line.
+ * What `denit init` copies: the files of the form denit runs in (the launcher, the runtime and
+ * the bundles, beside one another). A bundle half that is missing here is missing there too:
+ * what needs it fails in one line.
  */
-export function initTargets(dest: string): { targets: Target[]; entrypoint: string[] } {
-  const target = resolve(dest);
+function initRoots(): Root[] {
   const here = dirname(Deno.execPath());
   const code = dirname(new URL(Deno.mainModule).pathname);
   const root = (dir: string, name: string): Root => ({
@@ -72,12 +65,11 @@ export function initTargets(dest: string): { targets: Target[]; entrypoint: stri
       return false; // not beside this bundle: not copied
     }
   });
-  const roots = [
+  return [
     root(here, "denit"),
     root(here, "deno"),
     ...["denit.js", ...halves].map((name) => root(code, name)),
   ];
-  return { targets: [{ dest: target, roots }], entrypoint: [join(target, "denit"), "--"] };
 }
 
 function plural(n: number, one: string, many: string): string {
@@ -142,14 +134,14 @@ function checkPlace(root: Root, opened: OpenedRoot, destFd: number, dest: string
   throw new CopyError(`Cannot copy "${root.src}" into "${into}": DEST is inside SRC`);
 }
 
-async function copyInto(invocation: CopyInvocation, target: Target, run: CopyRun): Promise<void> {
-  const dest = resolve(target.dest);
+async function copyInto(invocation: CopyInvocation, roots: Root[], run: CopyRun): Promise<void> {
+  const dest = resolve(invocation.dest);
   const opened: Array<{ root: Root; opened: OpenedRoot }> = [];
   let made: string[] = [];
   let destFd = -1;
   let succeeded = false;
   try {
-    for (const root of target.roots) opened.push({ root, opened: openRoot(root) });
+    for (const root of roots) opened.push({ root, opened: openRoot(root) });
     made = invocation.dryRun ? [] : makeDestination(dest);
     const openedDest = openDirectory(AT_FDCWD, dest, true);
     if (openedDest.ok) destFd = openedDest.value;
@@ -182,7 +174,7 @@ async function copyInto(invocation: CopyInvocation, target: Target, run: CopyRun
   }
 }
 
-async function execute(invocation: CopyInvocation, targets: readonly Target[]): Promise<number> {
+async function execute(invocation: CopyInvocation, roots: Root[]): Promise<number> {
   const started = performance.now();
   // A tree as deep as the filesystem allows holds two descriptors per level while walked.
   raiseFileLimit();
@@ -196,7 +188,7 @@ async function execute(invocation: CopyInvocation, targets: readonly Target[]): 
     return [name, listener] as const;
   });
   try {
-    for (const target of targets) await copyInto(invocation, target, run);
+    await copyInto(invocation, roots, run);
   } finally {
     for (const [name, listener] of listeners) Deno.removeSignalListener(name, listener);
   }
@@ -225,20 +217,11 @@ export async function copyMain(args: readonly string[]): Promise<number> {
     return ExitCode.OK;
   }
   try {
-    if (invocation.mode === "copy") {
-      return await execute(invocation, [{
-        dest: invocation.dest,
-        roots: rootsFor(invocation.sources),
-      }]);
-    }
-    const init = initTargets(invocation.dest);
-    const withs = rootsFor(invocation.sources);
-    const [first, ...rest] = init.targets;
-    const targets = first === undefined
-      ? []
-      : [{ ...first, roots: [...first.roots, ...withs] }, ...rest];
-    const code = await execute(invocation, targets);
-    if (!invocation.dryRun) printOut(`entrypoint: ${JSON.stringify(init.entrypoint)}`);
+    const roots = rootsFor(invocation.sources);
+    if (invocation.mode === "copy") return await execute(invocation, roots);
+    const code = await execute(invocation, [...initRoots(), ...roots]);
+    const entrypoint = [join(resolve(invocation.dest), "denit"), "--"];
+    if (!invocation.dryRun) printOut(`entrypoint: ${JSON.stringify(entrypoint)}`);
     return code;
   } catch (err: unknown) {
     if (err instanceof CopyInterrupted) {

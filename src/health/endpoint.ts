@@ -7,7 +7,12 @@
 
 import type { ListenAddress } from "../common/address.ts";
 import { formatReadyCheck } from "../common/ready.ts";
-import type { Snapshot, SnapshotSource, SupervisorSettings } from "../common/snapshot.ts";
+import type {
+  HealthHandle,
+  Snapshot,
+  SnapshotSource,
+  SupervisorSettings,
+} from "../common/snapshot.ts";
 import { VERSION } from "../common/version.ts";
 import { type ProcessStats, ProcessStatsCache } from "./proc_stats.ts";
 import type { Readiness, ReadyView } from "./readiness.ts";
@@ -255,13 +260,6 @@ export function route(source: HealthSource, request: HttpRequest): HttpResponse 
       // Liveness: answering at all says the supervisor's thread turns.
       return OK;
   }
-}
-
-/** The health endpoint as the supervisor holds it: closed at exit. */
-export interface HealthHandle {
-  close(): void;
-  /** `--ready-when notify`: the socket's name, for the child's NOTIFY_SOCKET. */
-  readonly notifySocket: string | null;
 }
 
 /**

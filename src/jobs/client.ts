@@ -216,19 +216,21 @@ async function* listAll(reach: Reach): AsyncGenerator<JobMessage> {
   }
 }
 
+/** How much of a job's output is stored now. */
+async function stored(reach: Reach, id: string): Promise<{ stdout: number; stderr: number }> {
+  const { jobs } = await unary<{ jobs: JobMessage[] }>(
+    reach,
+    (o, cb) => reach.client().List({ ids: [id] }, o, cb),
+  );
+  const job = jobs.find((j) => j.id === id);
+  if (job === undefined) throw new CallFailed(`NOT_FOUND: no job "${id}"`, ExitCode.FAILED);
+  return { stdout: job.stdoutBytes, stderr: job.stderrBytes };
+}
+
 async function printLogs(reach: Reach, id: string, follow: boolean): Promise<void> {
   const at = { stdout: 0, stderr: 0 };
   // Without -f: what is stored now, then stop (the stream would wait for more).
-  const until = follow
-    ? null
-    : await unary<{ jobs: JobMessage[] }>(reach, (o, cb) =>
-      reach.client().List({ ids: [id] }, o, cb)).then((r) => {
-        const job = r.jobs.find((j) =>
-          j.id === id
-        );
-        if (job === undefined) throw new CallFailed(`NOT_FOUND: no job "${id}"`, 1);
-        return { stdout: job.stdoutBytes, stderr: job.stderrBytes };
-      });
+  const until = follow ? null : await stored(reach, id);
   if (until !== null && until.stdout === 0 && until.stderr === 0) return;
   let stream: grpc.ClientReadableStream<OutputMessage> | null = null;
   await resumable(
@@ -288,7 +290,6 @@ function isOptionValue(args: readonly string[], arg: string): boolean {
   return before !== undefined && VALUE_OPTIONS.has(before);
 }
 
-/** Runs `denit job ARGS`; resolves to the exit code. */
 /** What `denit job` was asked: its help, or a command with its options and words. */
 type JobInvocation =
   | { readonly kind: "help" }
@@ -320,6 +321,7 @@ function parseJobArgs(args: readonly string[]): JobInvocation {
   return { kind: "run", command, settings, rest };
 }
 
+/** Runs `denit job ARGS`; resolves to the exit code. */
 export async function jobMain(args: readonly string[]): Promise<number> {
   // The service's own process, which denit starts (not a command for people).
   if (args[0] === "serve") return await (await import("./serve.ts")).serveMain(args.slice(1));

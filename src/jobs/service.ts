@@ -10,7 +10,7 @@ import { errorLine } from "../common/errors.ts";
 import { signalName, signalNumber } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
-import { Job, JOB_OUTPUT_CAP, type JobRecord, JobTable } from "./store.ts";
+import { Job, JOB_OUTPUT_CAP, type JobRecord, JobTable, type KeeperState } from "./store.ts";
 import { STOPPING_FILE } from "../common/job_paths.ts";
 
 /** Cancel's default time between TERM and KILL. */
@@ -131,10 +131,16 @@ function hasNul(text: string): boolean {
   return text.includes("\0");
 }
 
-/** True while a process group has a member (zombies included), by kill(2) with signal 0. */
-function groupAlive(pgid: number): boolean {
-  const result = sendSignal(-pgid, 0);
+/** True while a process (or -pgid: a group member) exists, zombies included: kill(2), signal 0. */
+function exists(pid: number): boolean {
+  const result = sendSignal(pid, 0);
   return result.ok || result.errno !== Errno.ESRCH;
+}
+
+/** Writes a job's `N.state` as its keeper would (whole: a new file renamed over the old). */
+function writeState(job: Job, state: KeeperState): void {
+  const line = Object.entries(state).map(([key, value]) => `${key}=${value}`).join(" ");
+  replaceFile(job.path("state"), encoder.encode(`${line}\n`));
 }
 
 /** The job service's state in its process. */
@@ -223,21 +229,14 @@ export class JobService {
    * found gone, so that a keeper that recorded the end and then left is believed.
    */
   #settleLost(): void {
-    const gone = (pid: number) => {
-      const sent = sendSignal(pid, 0);
-      return !sent.ok && sent.errno === Errno.ESRCH;
-    };
     for (const job of this.#table.list()) {
       const state = job.state;
-      if (state === null || job.finished || !gone(state.keeper) || !gone(-state.pid)) continue;
+      if (state === null || job.finished || exists(state.keeper) || exists(-state.pid)) continue;
       job.refresh();
       const last = job.state;
       if (last === null || job.finished) continue;
-      const lost =
-        `pid=${last.pid} keeper=${last.keeper} exit=125 signal=0 finished=${Date.now()} ` +
-        `truncated=${last.truncated} lost=${last.lost} ended=1 oom=0`;
       try {
-        replaceFile(job.path("state"), encoder.encode(`${lost}\n`));
+        writeState(job, { ...last, exit: 125, signal: 0, finished: Date.now(), ended: 1, oom: 0 });
       } catch {
         continue; // the disk took it not: the next sweep tries again
       }
@@ -247,11 +246,10 @@ export class JobService {
 
   /** A job that never ran: its status and the reason, written as a keeper would have. */
   #ended(job: Job, code: number, reason: string): void {
-    const state = `pid=0 keeper=0 exit=${code} signal=0 finished=${Date.now()} truncated=0 ` +
-      "lost=0 ended=1 oom=0";
+    const state = { pid: 0, keeper: 0, exit: code, signal: 0, finished: Date.now() };
     try {
       replaceFile(job.path("err"), encoder.encode(`denit: ${reason}\n`));
-      replaceFile(job.path("state"), encoder.encode(`${state}\n`));
+      writeState(job, { ...state, truncated: 0, lost: 0, ended: 1, oom: 0 });
     } catch {
       // The disk took neither: the job stays without a status until a service can write it.
     }
@@ -469,7 +467,7 @@ export class JobService {
       throw new JobsError("INVALID_ARGUMENT", `grace_ms ${graceMs} is more than 24 hours`);
     }
     const pgid = job.pid;
-    if (job.record.cancel === null && pgid > 0 && groupAlive(pgid)) {
+    if (job.record.cancel === null && pgid > 0 && exists(-pgid)) {
       const grace = graceMs === 0 ? DEFAULT_CANCEL_GRACE_MS : graceMs;
       // CANCELLED only if the job's own process is alive as its keeper is asked (a zombie
       // counts: its status tells whether it ended on its own, see Job.status).
@@ -481,7 +479,7 @@ export class JobService {
       job.record.cancel = { atMs: Date.now(), graceMs: grace, alive };
       job.save();
     }
-    while (pgid > 0 && groupAlive(pgid)) {
+    while (pgid > 0 && exists(-pgid)) {
       await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
     }
     while (!job.finished) await job.changed();

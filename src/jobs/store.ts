@@ -240,7 +240,7 @@ export class JobTable {
     this.#bySeq.set(job.seq, job);
   }
 
-  /** Drops a job whose keeper never started, and its files. */
+  /** Drops a job and its files. */
   drop(job: Job): void {
     this.#jobs.delete(job.id);
     this.#bySeq.delete(job.seq);
@@ -267,11 +267,9 @@ export class JobTable {
     let changed = false;
     for (const job of done) {
       if (count <= KEEP_FINISHED_JOBS && bytes <= KEEP_SPOOL_BYTES) break;
-      this.#jobs.delete(job.id);
-      this.#bySeq.delete(job.seq);
+      this.drop(job);
       this.#forgotten[outcomeOf(job.status)]++;
       changed = true;
-      job.remove();
       count--;
       bytes -= job.stdoutBytes + job.stderrBytes;
     }

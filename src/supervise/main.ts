@@ -3,12 +3,12 @@
  * module, so that this program imports none of it and loads its code only when asked to.
  */
 
-import { formatAddress, type ListenAddress } from "../common/address.ts";
+import { formatAddress } from "../common/address.ts";
 import { formatDrainCheck } from "../common/ready.ts";
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
-import type { SnapshotSource, SupervisorSettings } from "../common/snapshot.ts";
+import type { HealthHandle, HealthStarter } from "../common/snapshot.ts";
 import { type Launch, restoreEnvironment } from "../sys/launch.ts";
 import { blockedSignals, SignalReader, unblockable } from "../sys/signals.ts";
 import { READ_SIGNALS } from "./signals.ts";
@@ -18,20 +18,6 @@ import { type Config, HELP, OPTIONS, parseInvocation, USAGE_LINE } from "./cli.t
 import type { FaultPoint, Supervisor } from "./supervisor.ts";
 import type { JobHost } from "./jobs.ts";
 import type { RunAs } from "./user.ts";
-
-/** The health endpoint, started before the child, closed at exit. */
-export interface Attachment {
-  close(): void;
-  /** `--ready-when notify`: the socket's name for the child's NOTIFY_SOCKET. */
-  readonly notifySocket: string | null;
-}
-
-/** Starts the health endpoint, answering from the snapshot at each request; rejects if unbound. */
-export type HealthStarter = (
-  address: ListenAddress,
-  source: SnapshotSource,
-  options: { supervisorStartedAtMs: number; settings: SupervisorSettings },
-) => Promise<Attachment>;
 
 /** What the entry module provides. */
 export interface SuperviseContext {
@@ -135,7 +121,7 @@ async function run(
     containerFileLimit: options.fileSoftLimit,
     ...(context.trap === undefined ? {} : { trap: context.trap }),
   });
-  let health: Attachment | null;
+  let health: HealthHandle | null;
   try {
     // Bound before the child starts: a taken address must fail before anything runs.
     health = await startHealth(config, log, context, supervisor);
@@ -195,7 +181,7 @@ async function startHealth(
   log: Logger,
   context: SuperviseContext,
   supervisor: Supervisor,
-): Promise<Attachment | null> {
+): Promise<HealthHandle | null> {
   if (config.health === null) return null;
   const start = await context.loadHealth();
   const server = await start(config.health, supervisor, {

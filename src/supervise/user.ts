@@ -6,6 +6,8 @@
  * as Docker's `--user UID` does.
  */
 
+import { groups, passwd } from "../common/accounts.ts";
+
 /** Who the child runs as. */
 export interface RunAs {
   readonly uid: number;
@@ -15,47 +17,6 @@ export interface RunAs {
   readonly home: string;
   /** For /status: the spec as given. */
   readonly spec: string;
-}
-
-interface PasswdEntry {
-  readonly name: string;
-  readonly uid: number;
-  readonly gid: number;
-  readonly home: string;
-}
-
-interface GroupEntry {
-  readonly name: string;
-  readonly gid: number;
-  readonly members: readonly string[];
-}
-
-function lines(file: string): string[][] {
-  let text: string;
-  try {
-    text = Deno.readTextFileSync(file);
-  } catch {
-    return []; // No such database (distroless images may lack /etc/group): numbers only.
-  }
-  return text.split("\n").filter((line) => line !== "" && !line.startsWith("#")).map((line) =>
-    line.split(":")
-  );
-}
-
-function passwd(root: string): PasswdEntry[] {
-  return lines(`${root}/etc/passwd`).flatMap(([name = "", , uid = "", gid = "", , home = ""]) =>
-    /^\d+$/.test(uid) && /^\d+$/.test(gid)
-      ? [{ name, uid: Number(uid), gid: Number(gid), home }]
-      : []
-  );
-}
-
-function groups(root: string): GroupEntry[] {
-  return lines(`${root}/etc/group`).flatMap(([name = "", , gid = "", members = ""]) =>
-    /^\d+$/.test(gid)
-      ? [{ name, gid: Number(gid), members: members.split(",").filter((m) => m !== "") }]
-      : []
-  );
 }
 
 const MAX_ID = 0xfffffffe; // (uid_t) -1 means "unchanged" to the kernel
