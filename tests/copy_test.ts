@@ -661,6 +661,29 @@ Deno.test("extended attributes and file capabilities are copied, or warned about
 });
 
 Deno.test({
+  name: "a directory's and a symlink's own extended attributes are copied",
+  ignore: !CAN_UNSHARE, // needs root: a symlink takes trusted.* attributes only
+  async fn() {
+    await withDirs(async (dir) => {
+      await Deno.mkdir(`${dir}/src/etc`, { recursive: true });
+      await Deno.symlink("etc", `${dir}/src/link`);
+      const python = (code: string) => run(["python3", "-c", `import os; ${code}`]);
+      await python(
+        `os.setxattr("${dir}/src/etc", "user.origin", b"dir 7"); ` +
+          `os.setxattr("${dir}/src/link", "trusted.origin", b"link 7", follow_symlinks=False)`,
+      );
+      const result = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+      assertEquals(result.code, 0, result.stderr);
+      const read = await python(
+        `print(os.getxattr("${dir}/dest/etc", "user.origin").decode(), ` +
+          `os.getxattr("${dir}/dest/link", "trusted.origin", follow_symlinks=False).decode())`,
+      );
+      assertEquals(read.stdout, "dir 7 link 7\n", read.stderr);
+    });
+  },
+});
+
+Deno.test({
   name: "an attribute the copier may not set is warned about once and counted",
   ignore: !CAN_UNSHARE, // needs root, to copy as another user
   async fn() {

@@ -22,6 +22,7 @@ import {
   statFd,
   syncFd,
   writeXattr,
+  type XattrFile,
 } from "../sys/files.ts";
 import { CopyError, fail, type Owner } from "./check.ts";
 import { display, printable } from "./names.ts";
@@ -121,18 +122,37 @@ async function sha256(fd: number, size: number): Promise<string> {
   return hash.digest("hex");
 }
 
-function copyXattrs(input: number, output: number, path: () => string): XattrMiss[] {
-  const attrs = readXattrs(input);
+/** Copies every extended attribute; what could not be read or written is returned. */
+export function copyXattrs(from: XattrFile, to: XattrFile, path: string): XattrMiss[] {
+  const attrs = readXattrs(from);
   // ENOTSUP: the source's filesystem has none to copy.
   if (!attrs.ok) {
-    return attrs.errno === Errno.ENOTSUP ? [] : [{ attr: "*", path: path(), errno: attrs.errno }];
+    return attrs.errno === Errno.ENOTSUP ? [] : [{ attr: "*", path, errno: attrs.errno }];
   }
   const misses: XattrMiss[] = [];
   for (const [attr, value] of attrs.value) {
-    const written = writeXattr(output, attr, value);
-    if (!written.ok) misses.push({ attr: printable(attr), path: path(), errno: written.errno });
+    const written = writeXattr(to, attr, value);
+    if (!written.ok) misses.push({ attr: printable(attr), path, errno: written.errno });
   }
   return misses;
+}
+
+/**
+ * Renames what was written under `temp` to `name` (nothing to do without a temporary name); a
+ * failure removes the temporary file or link and throws.
+ */
+export function putInPlace(
+  dirFd: number,
+  temp: Uint8Array | null,
+  name: Uint8Array,
+  path: string,
+  action = "replace",
+): void {
+  if (temp === null) return;
+  const renamed = renameEntry(dirFd, temp, dirFd, name);
+  if (renamed.ok) return;
+  removeEntry(dirFd, temp, false);
+  fail(action, path, renamed.errno);
 }
 
 const NO_MISSES: readonly XattrMiss[] = Object.freeze([]);
@@ -152,7 +172,7 @@ function finishFile(
   }
   const mode = setFdMode(output, options.fileMode ?? src.mode);
   if (!mode.ok) fail("set the mode of", destPath(), mode.errno);
-  const misses = copyXattrs(input, output, destPath);
+  const misses = copyXattrs(input, output, destPath());
   if (options.sync) {
     const synced = syncFd(output);
     if (!synced.ok) fail("flush", destPath(), synced.errno);
@@ -209,10 +229,7 @@ export async function copyFile(
       );
     }
     stop.check();
-    if (job.temp !== null) {
-      const renamed = renameEntry(job.destDir, job.temp, job.destDir, job.destName);
-      if (!renamed.ok) fail("replace", destPath(), renamed.errno);
-    }
+    putInPlace(job.destDir, job.temp, job.destName, destPath());
     done = true;
     return { bytes: data.value, keptFd: job.keep ? output : null, misses, deferred: false };
   } finally {

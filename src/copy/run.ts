@@ -27,11 +27,8 @@ import {
   makeSymlink,
   openDirectory,
   type PathStat,
-  readLinkXattrs,
   readSymlink,
-  readXattrs,
   removeEntry,
-  renameEntry,
   setEntryOwner,
   setEntryTimes,
   setFdMode,
@@ -39,8 +36,6 @@ import {
   setFdTimes,
   statFd,
   syncFd,
-  writeLinkXattr,
-  writeXattr,
 } from "../sys/files.ts";
 import {
   checkDestination,
@@ -61,11 +56,13 @@ import {
   copyFile,
   CopyInterrupted,
   type CopyOptions,
+  copyXattrs,
   type FileJob,
+  putInPlace,
   StopFlag,
   type XattrMiss,
 } from "./file.ts";
-import { bytesOf, display, isTempName, printable, tempName } from "./names.ts";
+import { bytesOf, display, isTempName, tempName } from "./names.ts";
 import type { FromWorker, JobOutcome, ToWorker } from "./worker.ts";
 import { COPY_WORKER_NAME, startWorker } from "../common/workers.ts";
 
@@ -635,13 +632,7 @@ export class CopyRun {
   ) {
     const linked = linkOpenFile(fd, destDir, temp ?? destName);
     if (!linked.ok) fail("link", destPath, linked.errno);
-    if (temp !== null) {
-      const renamed = renameEntry(destDir, temp, destDir, destName);
-      if (!renamed.ok) {
-        removeEntry(destDir, temp, false);
-        fail("replace", destPath, renamed.errno);
-      }
-    }
+    putInPlace(destDir, temp, destName, destPath);
     this.summary.hardlinks++;
   }
 
@@ -670,19 +661,11 @@ export class CopyRun {
         const owned = setEntryOwner(destDir, temp ?? destName, owner.uid, owner.gid);
         if (!owned.ok) fail("change the owner of", destPath, owned.errno);
       }
-      const attrs = readLinkXattrs(srcDir, name);
-      for (const [attr, value] of attrs.ok ? attrs.value : []) {
-        const written = writeLinkXattr(destDir, temp ?? destName, attr, value);
-        if (!written.ok) {
-          this.#missed({ attr: printable(attr), path: destPath, errno: written.errno });
-        }
-      }
+      const to = { dirFd: destDir, name: temp ?? destName };
+      for (const miss of copyXattrs({ dirFd: srcDir, name }, to, destPath)) this.#missed(miss);
       const times = setEntryTimes(destDir, temp ?? destName, stat.atime, stat.mtime);
       if (!times.ok) fail("set the times of", destPath, times.errno);
-      if (temp !== null) {
-        const renamed = renameEntry(destDir, temp, destDir, destName);
-        if (!renamed.ok) fail("replace", destPath, renamed.errno);
-      }
+      putInPlace(destDir, temp, destName, destPath);
       done = true;
       this.summary.links++;
     } finally {
@@ -707,13 +690,7 @@ export class CopyRun {
       }
       const mode = setFdMode(node.destFd, node.stat.mode);
       if (!mode.ok) fail("set the mode of", node.destPath, mode.errno);
-      const attrs = readXattrs(node.srcFd);
-      for (const [attr, value] of attrs.ok ? attrs.value : []) {
-        const written = writeXattr(node.destFd, attr, value);
-        if (!written.ok) {
-          this.#missed({ attr: printable(attr), path: node.destPath, errno: written.errno });
-        }
-      }
+      for (const miss of copyXattrs(node.srcFd, node.destFd, node.destPath)) this.#missed(miss);
       if (sync) {
         const synced = syncFd(node.destFd);
         // Some filesystems cannot fsync a directory (EINVAL): their renames are as durable.
@@ -723,11 +700,8 @@ export class CopyRun {
       if (!times.ok) fail("set the times of", node.destPath, times.errno);
       if (node.fresh || node.update) this.summary.dirs++;
     }
-    if (node.temp !== null) {
-      const renamed = renameEntry(node.parentFd, node.temp, node.parentFd, node.destName);
-      if (!renamed.ok) fail("create", node.destPath, renamed.errno);
-      if (sync) syncFd(node.parentFd);
-    }
+    putInPlace(node.parentFd, node.temp, node.destName, node.destPath, "create");
+    if (sync && node.temp !== null) syncFd(node.parentFd);
     this.#live.delete(node);
     this.#close(node);
   }

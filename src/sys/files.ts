@@ -433,65 +433,57 @@ function splitNames(list: Uint8Array): Uint8Array[] {
   return names;
 }
 
-/** Extended attribute names and values of an open file, in the order listxattr gives. */
-export function readXattrs(fd: number): Outcome<Array<[Uint8Array, Uint8Array]>> {
-  const size = Number(libc.flistxattr(fd, null, 0n));
+/** A file whose extended attributes are read or written: a descriptor, or a symlink itself. */
+export type XattrFile = number | { readonly dirFd: number; readonly name: Uint8Array };
+
+/** A symlink's path for the l*xattr calls (through /proc/self/fd/DIR/NAME); null: a descriptor. */
+function linkPath(file: XattrFile): Uint8Array | null {
+  if (typeof file === "number") return null;
+  return cString(concat(new TextEncoder().encode(`/proc/self/fd/${file.dirFd}/`), file.name));
+}
+
+/** Extended attribute names and values, in listxattr's order (f*xattr, or l*xattr of a link). */
+export function readXattrs(file: XattrFile): Outcome<Array<[Uint8Array, Uint8Array]>> {
+  const path = linkPath(file);
+  const fd = typeof file === "number" ? file : -1;
+  const list = (into: Uint8Array | null, size: number) =>
+    Number(
+      path === null
+        ? libc.flistxattr(fd, into, BigInt(size))
+        : libc.llistxattr(path, into, BigInt(size)),
+    );
+  const get = (name: Uint8Array, into: Uint8Array | null, size: number) =>
+    Number(
+      path === null
+        ? libc.fgetxattr(fd, name, into, BigInt(size))
+        : libc.lgetxattr(path, name, into, BigInt(size)),
+    );
+  const size = list(null, 0);
   if (size < 0) return { ok: false, errno: errno() };
-  if (size === 0) return { ok: true, value: [] };
-  const list = new Uint8Array(size);
-  const n = Number(libc.flistxattr(fd, list, BigInt(size)));
+  const names = new Uint8Array(size);
+  const n = size === 0 ? 0 : list(names, size);
   if (n < 0) return { ok: false, errno: errno() };
   const pairs: Array<[Uint8Array, Uint8Array]> = [];
-  for (const name of splitNames(list.subarray(0, n))) {
+  for (const name of splitNames(names.subarray(0, n))) {
     const cname = cString(name);
-    const length = Number(libc.fgetxattr(fd, cname, null, 0n));
+    const length = get(cname, null, 0);
     if (length < 0) continue; // removed meanwhile: nothing to copy
     const value = new Uint8Array(length);
-    const got = Number(libc.fgetxattr(fd, cname, value, BigInt(length)));
+    const got = get(cname, value, length);
     if (got >= 0) pairs.push([name, value.subarray(0, got)]);
   }
   return { ok: true, value: pairs };
 }
 
-/** fsetxattr(2). */
-export function writeXattr(fd: number, name: Uint8Array, value: Uint8Array): CallResult {
-  const rc = libc.fsetxattr(fd, cString(name), value, BigInt(value.length), 0);
-  return checked(rc);
-}
-
-/** Extended attributes of a symlink itself, through /proc/self/fd/DIR/NAME (l*xattr). */
-export function readLinkXattrs(
-  dirFd: number,
-  name: Uint8Array,
-): Outcome<Array<[Uint8Array, Uint8Array]>> {
-  const path = cString(concat(new TextEncoder().encode(`/proc/self/fd/${dirFd}/`), name));
-  const size = Number(libc.llistxattr(path, null, 0n));
-  if (size < 0) return { ok: false, errno: errno() };
-  if (size === 0) return { ok: true, value: [] };
-  const list = new Uint8Array(size);
-  const n = Number(libc.llistxattr(path, list, BigInt(size)));
-  if (n < 0) return { ok: false, errno: errno() };
-  const pairs: Array<[Uint8Array, Uint8Array]> = [];
-  for (const attr of splitNames(list.subarray(0, n))) {
-    const cattr = cString(attr);
-    const length = Number(libc.lgetxattr(path, cattr, null, 0n));
-    if (length < 0) continue;
-    const value = new Uint8Array(length);
-    const got = Number(libc.lgetxattr(path, cattr, value, BigInt(length)));
-    if (got >= 0) pairs.push([attr, value.subarray(0, got)]);
-  }
-  return { ok: true, value: pairs };
-}
-
-/** lsetxattr(2) on a symlink itself, through /proc/self/fd/DIR/NAME. */
-export function writeLinkXattr(
-  dirFd: number,
-  name: Uint8Array,
-  attr: Uint8Array,
-  value: Uint8Array,
-): CallResult {
-  const path = cString(concat(new TextEncoder().encode(`/proc/self/fd/${dirFd}/`), name));
-  return checked(libc.lsetxattr(path, cString(attr), value, BigInt(value.length), 0));
+/** fsetxattr(2), or lsetxattr(2) of a link itself. */
+export function writeXattr(file: XattrFile, attr: Uint8Array, value: Uint8Array): CallResult {
+  const path = linkPath(file);
+  const size = BigInt(value.length);
+  return checked(
+    path === null
+      ? libc.fsetxattr(file as number, cString(attr), value, size, 0)
+      : libc.lsetxattr(path, cString(attr), value, size, 0),
+  );
 }
 
 function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
