@@ -184,7 +184,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     { type: "child-lost" },
     POLICY,
     { name: "exited", pid: 10, status: null, exitCode: 125, phase: "killing", stopped: false },
-    [{ type: "cancel-timer", timer: "grace" }, { type: "finish", exitCode: 125, outcome: "lost" }],
+    [{ type: "finish", exitCode: 125, outcome: "lost" }],
   ],
   [
     "others reaped while terminating: sweep with SIGTERM",
@@ -247,7 +247,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     { type: "child-exited", status: { kind: "exited", code: 4 }, othersLeft: false },
     POLICY,
     EXITED,
-    [{ type: "cancel-timer", timer: "grace" }, { type: "finish", exitCode: 4, outcome: "done" }],
+    [{ type: "finish", exitCode: 4, outcome: "done" }],
   ],
   ["kill timer escalates to SIGKILL", EXITED, { type: "kill-timer-expired" }, POLICY, {
     ...EXITED,
@@ -262,15 +262,9 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     { type: "kill-timer-expired" },
     POLICY,
     { ...EXITED, phase: "killing" },
-    [{ type: "cancel-timer", timer: "grace" }, {
-      type: "finish",
-      exitCode: 4,
-      outcome: "abandoned",
-    }],
+    [{ type: "finish", exitCode: 4, outcome: "abandoned" }],
   ],
   ["no children left finishes", EXITED, { type: "children-gone" }, POLICY, EXITED, [
-    { type: "cancel-timer", timer: "kill" },
-    { type: "cancel-timer", timer: "grace" },
     { type: "finish", exitCode: 4, outcome: "done" },
   ]],
   ["signals after exit are dropped", EXITED, signal(10), POLICY, EXITED, [
@@ -360,7 +354,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     ],
   ],
   [
-    "the child exiting during the delay cancels it",
+    "the child exiting during the delay finishes the run (its timers with it)",
     DRAINING,
     {
       type: "child-exited",
@@ -369,11 +363,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     },
     DELAY,
     { ...EXITED, status: { kind: "exited", code: 0 }, exitCode: 0, stopped: true },
-    [
-      { type: "cancel-timer", timer: "delay" },
-      { type: "cancel-timer", timer: "grace" },
-      { type: "finish", exitCode: 0, outcome: "done" },
-    ],
+    [{ type: "finish", exitCode: 0, outcome: "done" }],
   ],
   // --timeout
   [
@@ -486,11 +476,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
       exitCode: TIMED_OUT,
       stopped: true,
     },
-    [
-      { type: "cancel-timer", timer: "deadline" },
-      { type: "cancel-timer", timer: "grace" },
-      { type: "finish", exitCode: 124, outcome: "done" },
-    ],
+    [{ type: "finish", exitCode: 124, outcome: "done" }],
   ],
   // --wait-descendants
   [
@@ -527,10 +513,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     { type: "children-gone" },
     WAIT,
     WAITING,
-    [
-      { type: "cancel-timer", timer: "grace" },
-      { type: "finish", exitCode: 4, outcome: "done" },
-    ],
+    [{ type: "finish", exitCode: 4, outcome: "done" }],
   ],
   ["grace ends the wait with SIGKILL", WAITING, { type: "grace-expired" }, WAIT, {
     ...WAITING,

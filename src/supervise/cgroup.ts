@@ -116,20 +116,14 @@ export function usualMemoryCgroup(cgroupText: string): MemoryCgroup | null {
   const v1 = lines.map((line) => line.split(":")).find(([, c = ""]) =>
     c.split(",").includes("memory")
   );
-  const candidates: MemoryCgroup[] = [];
-  if (v1 !== undefined) {
-    candidates.push({ version: 1, dir: `${USUAL_MOUNT}/memory${v1.slice(2).join(":")}` });
-  } else {
-    const v2 = lines.find((line) => line.startsWith("0::"));
-    if (v2 !== undefined) candidates.push({ version: 2, dir: `${USUAL_MOUNT}${v2.slice(3)}` });
-  }
-  for (const candidate of candidates) {
-    const dir = candidate.dir.replace(/\/+$/, "");
-    const file = candidate.version === 2 ? "memory.events" : "memory.oom_control";
-    // Not there: mountinfo will say where it is, if anywhere.
-    if (pathExists(`${dir}/${file}`)) return { version: candidate.version, dir };
-  }
-  return null;
+  const v2 = lines.find((line) => line.startsWith("0::"));
+  const found: MemoryCgroup | null = v1 !== undefined
+    ? { version: 1, dir: `${USUAL_MOUNT}/memory${v1.slice(2).join(":")}`.replace(/\/+$/, "") }
+    : v2 !== undefined
+    ? { version: 2, dir: `${USUAL_MOUNT}${v2.slice(3)}`.replace(/\/+$/, "") }
+    : null;
+  // Not there: mountinfo will say where it is, if anywhere.
+  return found !== null && pathExists(oomCountFile(found)) ? found : null;
 }
 
 /** This process's memory cgroup, or null. */

@@ -119,6 +119,7 @@ export type Effect =
   | { readonly type: "signal-leftovers"; readonly signo: number; readonly timer?: KillTimer }
   /** `--wait-descendants`: a signal for every remaining descendant, as often as it comes. */
   | { readonly type: "signal-descendants"; readonly signo: number }
+  /** The run is over: every timer stops, and denit exits with `exitCode`. */
   | { readonly type: "finish"; readonly exitCode: number; readonly outcome: Outcome };
 
 export interface Step {
@@ -228,13 +229,7 @@ function childExited(
     ...cancelTimers(policy, "delay", "deadline"),
     ...(draining && event.othersLeft ? graceTimer(policy) : []),
   ];
-  if (!event.othersLeft) {
-    return stay(exited, ...timers, { type: "cancel-timer", timer: "grace" }, {
-      type: "finish",
-      exitCode,
-      outcome: "done",
-    });
-  }
+  if (!event.othersLeft) return stay(exited, { type: "finish", exitCode, outcome: "done" });
   const forced = state.name === "stopping" && state.forced;
   if (policy.waitDescendants && !forced) {
     // The descendants carry on: denit waits for them, forwarding what it receives. A stop
@@ -307,8 +302,6 @@ function live(state: Live, event: Event, policy: Policy): Step {
           phase: "killing",
           stopped: state.name === "stopping",
         },
-        { type: "cancel-timer", timer: "grace" },
-        ...cancelTimers(policy, "delay", "deadline"),
         { type: "finish", exitCode: ExitCode.INTERNAL, outcome: "lost" },
       );
     case "delay-expired":
@@ -357,12 +350,7 @@ function waiting(state: Exited, event: Event, policy: Policy): Step {
     case "grace-expired":
       return killing(state, "grace");
     case "children-gone":
-      return stay(
-        state,
-        { type: "cancel-timer", timer: "grace" },
-        ...cancelTimers(policy, "deadline"),
-        { type: "finish", exitCode: state.exitCode, outcome: "done" },
-      );
+      return stay(state, { type: "finish", exitCode: state.exitCode, outcome: "done" });
     default:
       return stay(state);
   }
@@ -372,23 +360,14 @@ function exited(state: Exited, event: Event, policy: Policy): Step {
   if (state.phase === "waiting") return waiting(state, event, policy);
   switch (event.type) {
     case "children-gone":
-      return stay(
-        state,
-        { type: "cancel-timer", timer: "kill" },
-        { type: "cancel-timer", timer: "grace" },
-        { type: "finish", exitCode: state.exitCode, outcome: "done" },
-      );
+      return stay(state, { type: "finish", exitCode: state.exitCode, outcome: "done" });
     case "grace-expired":
     case "kill-timer-expired":
       if (state.phase === "terminating") {
         return killing(state, event.type === "grace-expired" ? "grace" : "kill-after");
       }
       if (event.type === "grace-expired") return stay(state);
-      return stay(
-        state,
-        { type: "cancel-timer", timer: "grace" },
-        { type: "finish", exitCode: state.exitCode, outcome: "abandoned" },
-      );
+      return stay(state, { type: "finish", exitCode: state.exitCode, outcome: "abandoned" });
     case "others-reaped": {
       // Processes reparented to denit since the last sweep (their parent just died) get the
       // phase's signal too; the driver signals each process once per signal.

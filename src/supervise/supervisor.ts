@@ -662,7 +662,7 @@ export class Supervisor {
     const signal = signalName(signo);
     const result = sendSignal(target, signo);
     if (result.ok) {
-      this.#forwarded.set(signal, (this.#forwarded.get(signal) ?? 0) + 1);
+      this.#count(signo);
       this.#sentToChild.set(signo, received);
       if (target < 0) this.#groupSignals.add(signo);
       // Per-signal path: build the log line only when it is shown.
