@@ -122,17 +122,20 @@ async function sha256(fd: number, size: number): Promise<string> {
   return hash.digest("hex");
 }
 
-/** Copies every extended attribute; what could not be read or written is returned. */
-export function copyXattrs(from: XattrFile, to: XattrFile, path: string): XattrMiss[] {
+/**
+ * Copies every extended attribute; what could not be read or written is returned, with the
+ * destination's path (built only then: a file's path is not built on the way of every copy).
+ */
+export function copyXattrs(from: XattrFile, to: XattrFile, path: () => string): XattrMiss[] {
   const attrs = readXattrs(from);
   // ENOTSUP: the source's filesystem has none to copy.
   if (!attrs.ok) {
-    return attrs.errno === Errno.ENOTSUP ? [] : [{ attr: "*", path, errno: attrs.errno }];
+    return attrs.errno === Errno.ENOTSUP ? [] : [{ attr: "*", path: path(), errno: attrs.errno }];
   }
   const misses: XattrMiss[] = [];
   for (const [attr, value] of attrs.value) {
     const written = writeXattr(to, attr, value);
-    if (!written.ok) misses.push({ attr: printable(attr), path, errno: written.errno });
+    if (!written.ok) misses.push({ attr: printable(attr), path: path(), errno: written.errno });
   }
   return misses;
 }
@@ -145,14 +148,14 @@ export function putInPlace(
   dirFd: number,
   temp: Uint8Array | null,
   name: Uint8Array,
-  path: string,
+  path: string | (() => string),
   action = "replace",
 ): void {
   if (temp === null) return;
   const renamed = renameEntry(dirFd, temp, dirFd, name);
   if (renamed.ok) return;
   removeEntry(dirFd, temp, false);
-  fail(action, path, renamed.errno);
+  fail(action, typeof path === "string" ? path : path(), renamed.errno);
 }
 
 const NO_MISSES: readonly XattrMiss[] = Object.freeze([]);
@@ -172,7 +175,7 @@ function finishFile(
   }
   const mode = setFdMode(output, options.fileMode ?? src.mode);
   if (!mode.ok) fail("set the mode of", destPath(), mode.errno);
-  const misses = copyXattrs(input, output, destPath());
+  const misses = copyXattrs(input, output, destPath);
   if (options.sync) {
     const synced = syncFd(output);
     if (!synced.ok) fail("flush", destPath(), synced.errno);
@@ -229,7 +232,7 @@ export async function copyFile(
       );
     }
     stop.check();
-    putInPlace(job.destDir, job.temp, job.destName, destPath());
+    putInPlace(job.destDir, job.temp, job.destName, destPath);
     done = true;
     return { bytes: data.value, keptFd: job.keep ? output : null, misses, deferred: false };
   } finally {

@@ -662,7 +662,9 @@ export class CopyRun {
         if (!owned.ok) fail("change the owner of", destPath, owned.errno);
       }
       const to = { dirFd: destDir, name: temp ?? destName };
-      for (const miss of copyXattrs({ dirFd: srcDir, name }, to, destPath)) this.#missed(miss);
+      for (const miss of copyXattrs({ dirFd: srcDir, name }, to, () => destPath)) {
+        this.#missed(miss);
+      }
       const times = setEntryTimes(destDir, temp ?? destName, stat.atime, stat.mtime);
       if (!times.ok) fail("set the times of", destPath, times.errno);
       putInPlace(destDir, temp, destName, destPath);
@@ -690,7 +692,9 @@ export class CopyRun {
       }
       const mode = setFdMode(node.destFd, node.stat.mode);
       if (!mode.ok) fail("set the mode of", node.destPath, mode.errno);
-      for (const miss of copyXattrs(node.srcFd, node.destFd, node.destPath)) this.#missed(miss);
+      for (const miss of copyXattrs(node.srcFd, node.destFd, () => node.destPath)) {
+        this.#missed(miss);
+      }
       if (sync) {
         const synced = syncFd(node.destFd);
         // Some filesystems cannot fsync a directory (EINVAL): their renames are as durable.

@@ -460,8 +460,9 @@ export function readXattrs(file: XattrFile): Outcome<Array<[Uint8Array, Uint8Arr
     );
   const size = list(null, 0);
   if (size < 0) return { ok: false, errno: errno() };
+  if (size === 0) return { ok: true, value: [] };
   const names = new Uint8Array(size);
-  const n = size === 0 ? 0 : list(names, size);
+  const n = list(names, size);
   if (n < 0) return { ok: false, errno: errno() };
   const pairs: Array<[Uint8Array, Uint8Array]> = [];
   for (const name of splitNames(names.subarray(0, n))) {
