@@ -58,6 +58,11 @@ export class JobsError extends Error {
   }
 }
 
+/** A request the service refuses as invalid (INVALID_ARGUMENT). */
+function invalid(message: string): JobsError {
+  return new JobsError("INVALID_ARGUMENT", message);
+}
+
 /** The job as the contract's `Job` message. */
 export interface JobMessage {
   id: string;
@@ -260,8 +265,7 @@ export class JobService {
   async run(fields: RunFields): Promise<JobMessage> {
     const { id, argv } = fields;
     if (!ID_PATTERN.test(id)) {
-      throw new JobsError(
-        "INVALID_ARGUMENT",
+      throw invalid(
         `invalid id "${id.slice(0, 140)}": use 1 to 128 letters, digits, '.', '_', ':' or '-'`,
       );
     }
@@ -274,32 +278,27 @@ export class JobService {
       throw new JobsError("UNAVAILABLE", "denit is stopping: no new jobs");
     }
     if (argv.length === 0 || argv[0] === "") {
-      throw new JobsError("INVALID_ARGUMENT", "argv is empty: name the program to run");
+      throw invalid("argv is empty: name the program to run");
     }
-    if (argv.some(hasNul)) throw new JobsError("INVALID_ARGUMENT", "argv holds a NUL byte");
+    if (argv.some(hasNul)) throw invalid("argv holds a NUL byte");
     const env: string[] = [];
     for (const [key, value] of Object.entries(fields.env)) {
       if (!ENV_KEY_PATTERN.test(key)) {
-        throw new JobsError(
-          "INVALID_ARGUMENT",
+        throw invalid(
           `invalid env key "${key.slice(0, 140)}": must match ^[A-Za-z_][A-Za-z0-9_]*$`,
         );
       }
-      if (hasNul(value)) throw new JobsError("INVALID_ARGUMENT", `env ${key} holds a NUL byte`);
+      if (hasNul(value)) throw invalid(`env ${key} holds a NUL byte`);
       env.push(`${key}=${value}`);
     }
     if (argv.length + env.length > MAX_RUN_ENTRIES) {
-      throw new JobsError(
-        "INVALID_ARGUMENT",
+      throw invalid(
         `argv and env hold ${argv.length + env.length} entries: at most ${MAX_RUN_ENTRIES} a job`,
       );
     }
     const bytes = [...argv, ...env].reduce((sum, s) => sum + encoder.encode(s).length + 1, 0);
     if (bytes > MAX_RUN_BYTES) {
-      throw new JobsError(
-        "INVALID_ARGUMENT",
-        `argv and env hold ${bytes} bytes: at most ${MAX_RUN_BYTES} (128 KiB) a job`,
-      );
+      throw invalid(`argv and env hold ${bytes} bytes: at most ${MAX_RUN_BYTES} (128 KiB) a job`);
     }
     if (this.#table.counts().running >= MAX_RUNNING_JOBS) {
       throw new JobsError("RESOURCE_EXHAUSTED", `${MAX_RUNNING_JOBS} jobs run already`);
@@ -357,7 +356,7 @@ export class JobService {
       // Missing or unreadable: said below.
     }
     if (!isDirectory) {
-      throw new JobsError("INVALID_ARGUMENT", `work_dir "${path}" is not a directory`);
+      throw invalid(`work_dir "${path}" is not a directory`);
     }
   }
 
@@ -464,7 +463,7 @@ export class JobService {
     const job = this.#find(id);
     await job.started.promise;
     if (graceMs > MAX_CANCEL_GRACE_MS) {
-      throw new JobsError("INVALID_ARGUMENT", `grace_ms ${graceMs} is more than 24 hours`);
+      throw invalid(`grace_ms ${graceMs} is more than 24 hours`);
     }
     const pgid = job.pid;
     if (job.record.cancel === null && pgid > 0 && exists(-pgid)) {
