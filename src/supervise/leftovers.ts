@@ -11,10 +11,10 @@ export class DescriptorsExhausted extends Error {
   override name = "DescriptorsExhausted";
 }
 
-/** EMFILE or ENFILE, as Deno words them. */
-function exhaustion(err: unknown): DescriptorsExhausted | null {
-  if (!(err instanceof Error) || !/\(os error 2[34]\)/.test(err.message)) return null;
-  return new DescriptorsExhausted(err.message.split("\n")[0], { cause: err });
+/** Throws DescriptorsExhausted for EMFILE or ENFILE (as Deno words them); else returns. */
+function throwIfExhausted(err: unknown): void {
+  if (!(err instanceof Error) || !/\(os error 2[34]\)/.test(err.message)) return;
+  throw new DescriptorsExhausted(err.message.split("\n")[0], { cause: err });
 }
 
 /** A process found in /proc. */
@@ -39,8 +39,7 @@ export function childrenOf(pid: number | "self"): number[] {
   try {
     tasks = Deno.readDirSync(`/proc/${pid}/task`);
   } catch (err: unknown) {
-    const exhausted = exhaustion(err);
-    if (exhausted !== null) throw exhausted;
+    throwIfExhausted(err);
     return found; // Gone, or no /proc: nothing more to find below it.
   }
   for (const task of tasks) {
@@ -49,8 +48,7 @@ export function childrenOf(pid: number | "self"): number[] {
       for (const word of text.split(" ")) if (word.trim() !== "") found.push(Number(word));
     } catch (err: unknown) {
       // The thread ended while we looked: it had no children of its own to report.
-      const exhausted = exhaustion(err);
-      if (exhausted !== null) throw exhausted;
+      throwIfExhausted(err);
     }
   }
   return found;
@@ -79,8 +77,7 @@ export function otherProcesses(): number[] {
     }
   } catch (err: unknown) {
     // No /proc mounted: nothing to name.
-    const exhausted = exhaustion(err);
-    if (exhausted !== null) throw exhausted;
+    throwIfExhausted(err);
   }
   return found;
 }
@@ -103,8 +100,7 @@ export function describeProcess(pid: number): ProcessInfo {
       startTime: stat.field(22),
     };
   } catch (err: unknown) {
-    const exhausted = exhaustion(err);
-    if (exhausted !== null) throw exhausted;
+    throwIfExhausted(err);
     return { pid, name: "?", state: "?", pgid: 0, ppid: 0, startTime: "" }; // Ended while we looked.
   }
 }

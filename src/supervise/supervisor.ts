@@ -510,24 +510,19 @@ export class Supervisor {
 
   /** Reads /proc even with no descriptor left: reserved ones are freed in turn, then retaken. */
   #spare<T>(work: () => T): T {
-    try {
-      return work();
-    } catch (err: unknown) {
-      if (!(err instanceof DescriptorsExhausted) || this.#reserve.length === 0) throw err;
-    }
+    let freed = false;
     try {
       for (;;) {
-        const file = this.#reserve.pop();
-        if (file === undefined) return work();
-        file.close();
         try {
           return work();
         } catch (err: unknown) {
-          if (!(err instanceof DescriptorsExhausted)) throw err;
+          if (!(err instanceof DescriptorsExhausted) || this.#reserve.length === 0) throw err;
         }
+        this.#reserve.pop()?.close();
+        freed = true;
       }
     } finally {
-      this.#reserve.push(...openReserve(RESERVED_DESCRIPTORS - this.#reserve.length));
+      if (freed) this.#reserve.push(...openReserve(RESERVED_DESCRIPTORS - this.#reserve.length));
     }
   }
 
