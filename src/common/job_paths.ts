@@ -8,6 +8,7 @@
  * file never.
  */
 
+import { dirname } from "./paths.ts";
 import { readProcStat } from "./proc.ts";
 import { errorLine } from "./errors.ts";
 
@@ -134,8 +135,7 @@ function prepareDirectory(dir: string): void {
 
 /** Makes `socket` free to bind: its directory trusted, and no file (or only a dead socket) there. */
 export async function prepareSocketPath(socket: string): Promise<void> {
-  const slash = socket.lastIndexOf("/");
-  prepareTrustedDirectory(slash <= 0 ? "/" : socket.slice(0, slash), "socket directory:");
+  prepareTrustedDirectory(dirname(socket), "socket directory:");
   let info: Deno.FileInfo;
   try {
     info = await Deno.lstat(socket);

@@ -21,6 +21,7 @@ import { ExitCode } from "../common/exit_codes.ts";
 import { prepareTrustedDirectory, runDirectory } from "../common/job_paths.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
 import { readLaunch, restoreEnvironment } from "../sys/launch.ts";
+import { launcherPath } from "../common/paths.ts";
 import { jobsDefinition } from "./proto.ts";
 import {
   type JobMessage,
@@ -299,9 +300,8 @@ export async function serveMain(args: readonly string[]): Promise<number> {
     const spool = settings.last("spool")?.value ?? "";
     const dir = runDirectory(spool, Number(settings.last("parent")?.value ?? Deno.ppid));
     prepareTrustedDirectory(dir, "job spool:");
-    const keeper = `${Deno.execPath().slice(0, Deno.execPath().lastIndexOf("/"))}/denit`;
     const jobs = new JobService(dir, {
-      keeper,
+      keeper: launcherPath(),
       stopping: settings.flag("stopping"),
       oomCount: settings.last("oom-count")?.value ?? null,
     });

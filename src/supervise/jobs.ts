@@ -19,6 +19,7 @@ import {
   STOPPING_FILE,
 } from "../common/job_paths.ts";
 import type { Logger } from "../common/log.ts";
+import { launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { UnixListener } from "../sys/listener.ts";
 import { type ExitStatus, pathExists, sendSignal, spawn } from "../sys/process.ts";
@@ -140,7 +141,7 @@ export class JobHost {
 
   #startService(listenFd: number): void {
     const { spool, logArgs } = this.#settings;
-    const launcher = `${Deno.execPath().slice(0, Deno.execPath().lastIndexOf("/"))}/denit`;
+    const launcher = launcherPath();
     const argv = [
       launcher,
       "job",

@@ -11,6 +11,7 @@ import { errorLine } from "../common/errors.ts";
 import { quietDelay } from "../common/delay.ts";
 import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
+import { launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { sendSignal } from "../sys/process.ts";
 import { childrenOf, describeProcess, formatProcesses, type ProcessInfo } from "./leftovers.ts";
@@ -53,11 +54,7 @@ export class OrphanPatrol {
 
   constructor(settings: PatrolSettings) {
     this.#settings = settings;
-    const runtime = Deno.execPath();
-    this.#ownExecutables = new Set([
-      runtime,
-      `${runtime.slice(0, runtime.lastIndexOf("/"))}/denit`,
-    ]);
+    this.#ownExecutables = new Set([Deno.execPath(), launcherPath()]);
   }
 
   /** Patrols until the main child ended; a failure is one error line, and the next scan comes. */
