@@ -142,20 +142,20 @@ export function copyXattrs(from: XattrFile, to: XattrFile, path: () => string): 
 
 /**
  * Renames what was written under `temp` to `name` (nothing to do without a temporary name); a
- * failure removes the temporary file or link and throws.
+ * failure removes the temporary file or link and throws, naming `path()`.
  */
 export function putInPlace(
   dirFd: number,
   temp: Uint8Array | null,
   name: Uint8Array,
-  path: string | (() => string),
+  path: () => string,
   action = "replace",
 ): void {
   if (temp === null) return;
   const renamed = renameEntry(dirFd, temp, dirFd, name);
   if (renamed.ok) return;
   removeEntry(dirFd, temp, false);
-  fail(action, typeof path === "string" ? path : path(), renamed.errno);
+  fail(action, path(), renamed.errno);
 }
 
 const NO_MISSES: readonly XattrMiss[] = Object.freeze([]);

@@ -632,7 +632,7 @@ export class CopyRun {
   ) {
     const linked = linkOpenFile(fd, destDir, temp ?? destName);
     if (!linked.ok) fail("link", destPath, linked.errno);
-    putInPlace(destDir, temp, destName, destPath);
+    putInPlace(destDir, temp, destName, () => destPath);
     this.summary.hardlinks++;
   }
 
@@ -667,7 +667,7 @@ export class CopyRun {
       }
       const times = setEntryTimes(destDir, temp ?? destName, stat.atime, stat.mtime);
       if (!times.ok) fail("set the times of", destPath, times.errno);
-      putInPlace(destDir, temp, destName, destPath);
+      putInPlace(destDir, temp, destName, () => destPath);
       done = true;
       this.summary.links++;
     } finally {
@@ -704,7 +704,7 @@ export class CopyRun {
       if (!times.ok) fail("set the times of", node.destPath, times.errno);
       if (node.fresh || node.update) this.summary.dirs++;
     }
-    putInPlace(node.parentFd, node.temp, node.destName, node.destPath, "create");
+    putInPlace(node.parentFd, node.temp, node.destName, () => node.destPath, "create");
     if (sync && node.temp !== null) syncFd(node.parentFd);
     this.#live.delete(node);
     this.#close(node);

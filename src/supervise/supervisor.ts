@@ -657,7 +657,7 @@ export class Supervisor {
     const signal = signalName(signo);
     const result = sendSignal(target, signo);
     if (result.ok) {
-      this.#count(signo);
+      this.#count(signal);
       this.#sentToChild.set(signo, received);
       if (target < 0) this.#groupSignals.add(signo);
       // Per-signal path: build the log line only when it is shown.
@@ -729,18 +729,18 @@ export class Supervisor {
     // The job service is never sent the main child's signals: kill(-1) would reach it too.
     const service = this.#jobs?.servicePid ?? 0;
     if (Deno.pid === 1 && service === 0) {
-      if (sendSignal(-1, signo).ok) this.#count(signo);
+      if (sendSignal(-1, signo).ok) this.#count(signalName(signo));
       return;
     }
     let hit = 0;
     const targets = this.#spare(leftovers);
     for (const pid of targets) if (pid !== service && sendSignal(pid, signo).ok) hit++;
-    if (hit > 0) this.#count(signo);
+    if (hit > 0) this.#count(signalName(signo));
     this.#log.info("signal sent to descendants", { signal: signalName(signo), count: hit });
   }
 
-  #count(signo: number): void {
-    const signal = signalName(signo);
+  /** One more `signal` (by name) sent, for /status and /metrics. */
+  #count(signal: string): void {
     this.#forwarded.set(signal, (this.#forwarded.get(signal) ?? 0) + 1);
   }
 
