@@ -753,6 +753,69 @@ Deno.test("job service: --kill-orphans spares the service and a keeper whose ser
   }
 });
 
+Deno.test("job service: --wait-descendants sends a signal on to what the child left, never to the service; TERM ends the wait", async () => {
+  const { dir, path: fifo, open } = await fifoGate("denit-wait-jobs-");
+  // The daemon says it is up once the child that started it is gone (its pid is $1).
+  const daemon = `while kill -0 $1 2>/dev/null; do sleep 0.01; done; ` +
+    `trap 'echo daemon got HUP' HUP; echo daemon up; while :; do sleep 0.05; done`;
+  const s = await new Service("pid1", ["--wait-descendants"], [
+    "sh",
+    "-c",
+    `echo up; sh -c "$1" daemon $$ & read x < "$0"; exit 0`,
+    fifo,
+    daemon,
+  ]).ready();
+  let result: { code: number; stderr: string } | null = null;
+  try {
+    const service = servicePidOf(s.pid);
+    assertOk(service > 0, "no job service");
+    await open();
+    await s.proc.waitFor(/^daemon up$/);
+    // HUP ends the service (no handler of its own): sent to it, it would be gone now.
+    Deno.kill(s.pid, "SIGHUP");
+    await s.proc.waitFor(/^daemon got HUP$/);
+    await answering(s.socket);
+    assertEquals(servicePidOf(s.pid), service, "the service was started again");
+    assertOk(processState(service) !== "Z", "the service got the signal");
+    // TERM ends the daemon; the service, never waited for, is stopped after it.
+    result = await s.stop();
+    assertEquals(result.code, 143, result.stderr);
+  } finally {
+    if (result === null) await s.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("job service: --wait-descendants waits for a running job, not for the service: the child's code", async () => {
+  const child = await fifoGate("denit-wait-jobs-");
+  const s = await new Service("pid1", ["--wait-descendants"], [
+    "sh",
+    "-c",
+    `echo up; read x < "$0"; exit 3`,
+    child.path,
+  ]).ready();
+  try {
+    const service = servicePidOf(s.pid);
+    const [main] = childrenOf(s.pid).filter((pid) => pid !== service);
+    // The job ends when the test says so (a file, not a FIFO: a job killed early opens nothing).
+    const go = `${child.dir}/go`;
+    const argv = ["sh", "-c", `while [ ! -e "$0" ]; do sleep 0.01; done; echo job done`, go];
+    await call<Job>((cb) => s.client.Run({ id: "late", argv }, cb));
+    await child.open();
+    await waitUntil(() => !exists(defined(main)), "the child ended and was reaped");
+    assertOk(exists(s.pid) && processState(s.pid) !== "Z", "denit did not wait for the job");
+    await Deno.writeTextFile(go, "");
+    const result = await s.proc.status();
+    assertEquals(result.code, 3, result.stderr);
+    const [run] = await Array.fromAsync(Deno.readDir(s.spool));
+    const state = await Deno.readTextFile(`${s.spool}/${defined(run).name}/1.state`);
+    assertMatch(state, / exit=0 signal=0 /);
+  } finally {
+    await s.stop();
+    await Deno.remove(child.dir, { recursive: true });
+  }
+});
+
 Deno.test("job service: a job inherits denit's environment byte for byte (non-UTF-8, no '=')", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-env-" });
   try {

@@ -515,6 +515,36 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     WAITING,
     [{ type: "finish", exitCode: 4, outcome: "done" }],
   ],
+  [
+    "when only denit's job service is left, the leftovers' stop begins",
+    WAITING,
+    { type: "descendants-gone" },
+    WAIT,
+    { ...WAITING, phase: "terminating" },
+    [
+      { type: "signal-leftovers", signo: 15 },
+      { type: "start-timer", timer: "kill", ms: WAIT.killAfterMs },
+    ],
+  ],
+  [
+    "only the job service left and --kill-after 0: SIGKILL at once",
+    WAITING,
+    { type: "descendants-gone" },
+    { ...WAIT, killAfterMs: 0 },
+    { ...WAITING, phase: "killing" },
+    [
+      { type: "signal-leftovers", signo: 9, timer: "kill-after" },
+      { type: "start-timer", timer: "kill", ms: ABANDON_MS },
+    ],
+  ],
+  [
+    "only the job service left matters only while waiting",
+    EXITED,
+    { type: "descendants-gone" },
+    WAIT,
+    EXITED,
+    [],
+  ],
   ["grace ends the wait with SIGKILL", WAITING, { type: "grace-expired" }, WAIT, {
     ...WAITING,
     phase: "killing",

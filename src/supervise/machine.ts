@@ -89,7 +89,9 @@ export type Event =
   /** `--drain-while`: its check no longer holds, so the held stop goes on before the delay. */
   | { readonly type: "drain-ended" }
   | { readonly type: "deadline-expired" }
-  | { readonly type: "children-gone" };
+  | { readonly type: "children-gone" }
+  /** `--wait-descendants`: no process is left but denit's own job service. */
+  | { readonly type: "descendants-gone" };
 
 export type TimerName = "grace" | "kill" | "delay" | "deadline";
 
@@ -236,11 +238,21 @@ function childExited(
     // already under way keeps its grace timer, which ends them at its expiry.
     return stay({ ...exited, phase: "waiting" }, ...timers);
   }
-  if (forced || policy.killAfterMs === 0) return killing(exited, "kill-after", timers);
   // A running grace timer stays: it bounds the leftovers' time as it bounded the child's.
+  return stopLeftovers(exited, policy, timers, forced);
+}
+
+/** The leftovers get SIGTERM, and SIGKILL after --kill-after (at once with 0, or `forced`). */
+function stopLeftovers(
+  state: Exited,
+  policy: Policy,
+  before: readonly Effect[],
+  forced = false,
+): Step {
+  if (forced || policy.killAfterMs === 0) return killing(state, "kill-after", before);
   return stay(
-    exited,
-    ...timers,
+    { ...state, phase: "terminating" },
+    ...before,
     { type: "signal-leftovers", signo: SIGTERM },
     { type: "start-timer", timer: "kill", ms: policy.killAfterMs },
   );
@@ -351,6 +363,9 @@ function waiting(state: Exited, event: Event, policy: Policy): Step {
       return killing(state, "grace");
     case "children-gone":
       return stay(state, { type: "finish", exitCode: state.exitCode, outcome: "done" });
+    case "descendants-gone":
+      // The job service is denit's, not the child's: it is stopped as leftovers are.
+      return stopLeftovers(state, policy, []);
     default:
       return stay(state);
   }

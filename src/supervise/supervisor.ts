@@ -29,6 +29,7 @@ import {
 import type { Config, FileLimitSetting } from "./cli.ts";
 import { execFailure, type Executable, resolveCommand, shellFallback } from "./command.ts";
 import {
+  childrenOf,
   describeProcess,
   DescriptorsExhausted,
   formatProcesses,
@@ -471,6 +472,18 @@ export class Supervisor {
     if (round.noChildren) {
       const lost = this.#state.name !== "exited";
       this.#dispatch(lost ? { type: "child-lost" } : { type: "children-gone" });
+    } else {
+      this.#waitOver();
+    }
+  }
+
+  /** `--wait-descendants`: the wait is over when only the job service (denit's own) is left. */
+  #waitOver(): void {
+    const state = this.#state;
+    const service = this.#jobs?.servicePid ?? 0;
+    if (state.name !== "exited" || state.phase !== "waiting" || service === 0) return;
+    if (this.#spare(() => childrenOf("self")).every((pid) => pid === service)) {
+      this.#dispatch({ type: "descendants-gone" });
     }
   }
 
