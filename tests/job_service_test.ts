@@ -753,7 +753,7 @@ Deno.test("job service: --kill-orphans spares the service and a keeper whose ser
   }
 });
 
-Deno.test("job service: --wait-descendants sends a signal on to what the child left, never to the service; TERM ends the wait", async () => {
+Deno.test("job service: --wait-descendants sends a signal on to what the child left and to jobs, never to the service or a keeper; TERM ends the wait", async () => {
   const { dir, path: fifo, open } = await fifoGate("denit-wait-jobs-");
   // The daemon says it is up once the child that started it is gone (its pid is $1).
   const daemon = `while kill -0 $1 2>/dev/null; do sleep 0.01; done; ` +
@@ -769,11 +769,18 @@ Deno.test("job service: --wait-descendants sends a signal on to what the child l
   try {
     const service = servicePidOf(s.pid);
     assertOk(service > 0, "no job service");
+    const trap = "trap 'echo job got HUP' HUP; echo job up; while :; do sleep 0.05; done";
+    const job = await call<Job>((cb) => s.client.Run({ id: "kept", argv: ["sh", "-c", trap] }, cb));
+    const keeper = statusValue(s.host(job.pid), "PPid");
+    await outputMatches(s.client, "kept", /job up/);
     await open();
     await s.proc.waitFor(/^daemon up$/);
-    // HUP ends the service (no handler of its own): sent to it, it would be gone now.
+    // HUP ends the service and a keeper (no handler of their own): sent to them, they would be
+    // gone now, and the job's output and status with its keeper.
     Deno.kill(s.pid, "SIGHUP");
     await s.proc.waitFor(/^daemon got HUP$/);
+    await outputMatches(s.client, "kept", /job got HUP/);
+    assertOk(exists(keeper) && processState(keeper) !== "Z", "the keeper got the signal");
     await answering(s.socket);
     assertEquals(servicePidOf(s.pid), service, "the service was started again");
     assertOk(processState(service) !== "Z", "the service got the signal");

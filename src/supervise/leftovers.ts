@@ -4,6 +4,7 @@
  * /proc/PID/task/TID/children (orphans reparented to a subreaper are its children, and their
  * own children are found from there), which costs nothing like a scan of every process.
  */
+import { launcherPath } from "../common/paths.ts";
 import { readProcStat } from "../common/proc.ts";
 
 /** This process has no file descriptor left: /proc cannot be read until one is freed. */
@@ -64,6 +65,19 @@ export function descendants(root: number | "self" = "self"): number[] {
     queue.push(...childrenOf(pid));
   }
   return [...seen];
+}
+
+/**
+ * Whether a process is denit's own (the job service, a job's keeper): its executable is denit's
+ * runtime or launcher. False when it cannot be told (gone, or mid-exec).
+ */
+export function isDenitProcess(pid: number): boolean {
+  try {
+    const executable = Deno.readLinkSync(`/proc/${pid}/exe`);
+    return executable === Deno.execPath() || executable === launcherPath();
+  } catch {
+    return false;
+  }
 }
 
 /** Every process in this PID namespace but this one (as PID 1: everything kill(-1) reaches). */

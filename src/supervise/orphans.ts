@@ -11,10 +11,15 @@ import { errorLine } from "../common/errors.ts";
 import { quietDelay } from "../common/delay.ts";
 import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
-import { launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { sendSignal } from "../sys/process.ts";
-import { childrenOf, describeProcess, formatProcesses, type ProcessInfo } from "./leftovers.ts";
+import {
+  childrenOf,
+  describeProcess,
+  formatProcesses,
+  isDenitProcess,
+  type ProcessInfo,
+} from "./leftovers.ts";
 
 /** How often denit looks for processes reparented to it. */
 export const ORPHAN_SCAN_MS = 1000;
@@ -27,25 +32,13 @@ export interface PatrolSettings {
   readonly loud: boolean;
   /** The main child's pid while it runs; null once it ended (the patrol stops). */
   readonly mainChild: () => number | null;
-  /** denit's own processes besides the main child (the job service). */
-  readonly own: () => readonly number[];
   /** Runs a /proc read, freeing a reserved descriptor if none is left (supervisor's #spare). */
   readonly spare: <T>(work: () => T) => T;
-}
-
-function executable(pid: number): string | null {
-  try {
-    return Deno.readLinkSync(`/proc/${pid}/exe`);
-  } catch {
-    return null;
-  }
 }
 
 /** Finds orphans while the main child runs and stops each once. */
 export class OrphanPatrol {
   readonly #settings: PatrolSettings;
-  /** denit's runtime and its launcher: the executables of denit's own processes. */
-  readonly #ownExecutables: ReadonlySet<string>;
   /**
    * Processes signalled so far, by pid: their start time. One spared is looked at again at the
    * next scan (a member of the child's group may leave it with setsid, a process may exec).
@@ -54,7 +47,6 @@ export class OrphanPatrol {
 
   constructor(settings: PatrolSettings) {
     this.#settings = settings;
-    this.#ownExecutables = new Set([Deno.execPath(), launcherPath()]);
   }
 
   /** Patrols until the main child ended; a failure is one error line, and the next scan comes. */
@@ -71,15 +63,14 @@ export class OrphanPatrol {
   }
 
   #scan(child: number): void {
-    const { spare, own } = this.#settings;
-    const spared = new Set([child, ...own()]);
+    const { spare } = this.#settings;
     const orphans: ProcessInfo[] = [];
     for (const pid of spare(() => childrenOf("self"))) {
-      if (spared.has(pid)) continue;
+      if (pid === child) continue;
       const info = spare(() => describeProcess(pid));
       if (info.startTime === "" || this.#seen.get(pid) === info.startTime) continue;
       if (info.state === "Z" || info.pgid === child) continue;
-      if (this.#ownExecutables.has(spare(() => executable(pid)) ?? "")) continue;
+      if (isDenitProcess(pid)) continue;
       this.#seen.set(pid, info.startTime);
       if (sendSignal(pid, SIGTERM).ok) orphans.push(info);
     }

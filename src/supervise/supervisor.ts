@@ -33,6 +33,7 @@ import {
   describeProcess,
   DescriptorsExhausted,
   formatProcesses,
+  isDenitProcess,
   isEnding,
   leftovers,
   otherProcesses,
@@ -660,7 +661,6 @@ export class Supervisor {
         const state = this.#state;
         return state.name === "running" || state.name === "stopping" ? state.pid : null;
       },
-      own: () => this.#jobs === null ? [] : [this.#jobs.servicePid],
       spare: (work) => this.#spare(work),
     });
     await patrol.run();
@@ -739,15 +739,15 @@ export class Supervisor {
 
   /** `--wait-descendants`: every remaining descendant gets the signal, however often it comes. */
   #signalDescendants(signo: number): void {
-    // The job service is never sent the main child's signals: kill(-1) would reach it too.
-    const service = this.#jobs?.servicePid ?? 0;
-    if (Deno.pid === 1 && service === 0) {
+    // denit's own processes (the job service, the jobs' keepers) are never sent the main
+    // child's signals: kill(-1) would reach them too.
+    if (Deno.pid === 1 && this.#jobs === null) {
       if (sendSignal(-1, signo).ok) this.#count(signalName(signo));
       return;
     }
     let hit = 0;
     const targets = this.#spare(leftovers);
-    for (const pid of targets) if (pid !== service && sendSignal(pid, signo).ok) hit++;
+    for (const pid of targets) if (!isDenitProcess(pid) && sendSignal(pid, signo).ok) hit++;
     if (hit > 0) this.#count(signalName(signo));
     this.#log.info("signal sent to descendants", { signal: signalName(signo), count: hit });
   }
