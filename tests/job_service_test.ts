@@ -823,6 +823,26 @@ Deno.test("job service: --wait-descendants waits for a running job, not for the 
   }
 });
 
+Deno.test("job service: at denit's stop a job's SIGTERM handler runs to its end: output and status recorded", async () => {
+  const s = await new Service("pid1").ready();
+  try {
+    const trap = "trap 'echo stopping; echo stopped; exit 7' TERM; echo up; " +
+      "while :; do sleep 0.05; done";
+    await call<Job>((cb) => s.client.Run({ id: "graceful", argv: ["sh", "-c", trap] }, cb));
+    await outputMatches(s.client, "graceful", /up/);
+    Deno.kill(s.pid, "SIGTERM");
+    const result = await s.proc.status();
+    assertEquals(result.code, 143, result.stderr);
+    // Its keeper stayed for it (a keeper gone first: the job's next write ends it, SIGPIPE).
+    const [run] = await Array.fromAsync(Deno.readDir(s.spool));
+    const at = `${s.spool}/${defined(run).name}`;
+    assertEquals(await Deno.readTextFile(`${at}/1.out`), "up\nstopping\nstopped\n");
+    assertMatch(await Deno.readTextFile(`${at}/1.state`), / exit=7 signal=0 /);
+  } finally {
+    await s.stop();
+  }
+});
+
 Deno.test("job service: a job inherits denit's environment byte for byte (non-UTF-8, no '=')", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-env-" });
   try {

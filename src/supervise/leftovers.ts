@@ -80,6 +80,20 @@ export function isDenitProcess(pid: number): boolean {
   }
 }
 
+/**
+ * A job's keeper (`denit job keep`, launch/keep.c): it ends by itself once its job's process
+ * group is gone, after it recorded the job's end.
+ */
+export function isKeeper(pid: number): boolean {
+  try {
+    const [, job, keep] = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
+    return job === "job" && keep === "keep" && isDenitProcess(pid);
+  } catch (err: unknown) {
+    throwIfExhausted(err);
+    return false; // Ended while we looked.
+  }
+}
+
 /** Every process in this PID namespace but this one (as PID 1: everything kill(-1) reaches). */
 export function otherProcesses(): number[] {
   const found: number[] = [];

@@ -35,6 +35,7 @@ import {
   formatProcesses,
   isDenitProcess,
   isEnding,
+  isKeeper,
   leftovers,
   otherProcesses,
 } from "./leftovers.ts";
@@ -820,8 +821,11 @@ export class Supervisor {
     const found = new Set([...known, ...this.#spare(leftovers)]);
     const fresh = [...found].filter((pid) => !sent.has(pid));
     for (const pid of fresh) sent.add(pid);
+    // A keeper gets no SIGTERM: it stays until its job ended (a job stopping on SIGTERM still
+    // writes its output), then goes by itself; the final SIGKILL reaches it like any other.
+    const spared = (pid: number) => signo !== SIGKILL && this.#spare(() => isKeeper(pid));
     const infos = this.#spare(() => fresh.map(describeProcess)).filter((p) =>
-      p.state !== "Z" && p.state !== "?" && p.pgid !== groupDone
+      p.state !== "Z" && p.state !== "?" && p.pgid !== groupDone && !spared(p.pid)
     );
     const hit = infos.filter((p) => sendSignal(p.pid, signo).ok);
     if (hit.length === 0) return;
