@@ -843,6 +843,39 @@ Deno.test("job service: at denit's stop a job's SIGTERM handler runs to its end:
   }
 });
 
+Deno.test("job service: neither PID 1 nor -s, denit still adopts the jobs' keepers, so its stop ends their jobs", async () => {
+  const { dir, path: fifo, open } = await fifoGate("denit-jobs-adopt-");
+  const proc = new Running([
+    ...DENIT,
+    ...jobsOptions(dir),
+    "--",
+    "sh",
+    "-c",
+    `echo up; read x < "$0"; exit 0`,
+    fifo,
+  ]);
+  let job = 0;
+  try {
+    await proc.waitFor(/^up$/);
+    const c = client(`${dir}/jobs.sock`);
+    job = (await call<Job>((cb) => c.Run({ id: "adopted", argv: ["sleep", "60"] }, cb))).pid;
+    c.close();
+    const keeper = statusValue(job, "PPid");
+    await waitUntil(
+      () => statusValue(keeper, "PPid") === proc.child.pid,
+      "the keeper came to denit",
+    );
+    await open();
+    const result = await proc.status();
+    assertEquals(result.code, 0, result.stderr);
+    assertOk(!exists(job) && !exists(keeper), "the job outlived denit");
+  } finally {
+    if (job > 0) cleanup([job]);
+    await proc.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("job service: a job inherits denit's environment byte for byte (non-UTF-8, no '=')", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-env-" });
   try {

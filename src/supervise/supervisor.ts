@@ -313,14 +313,16 @@ export class Supervisor {
   }
 
   #prepareProcess(): void {
-    const { pdeathsig, subreaper } = this.#config;
+    const { pdeathsig, jobsSocket } = this.#config;
     if (pdeathsig !== null) {
       const result = setParentDeathSignal(pdeathsig);
       if (!result.ok) this.#log.warn("cannot set parent-death signal", { errno: result.errno });
     }
     // A parent may have made denit a subreaper before exec (prctl is kept across it): then it
-    // adopts orphans already, as tini finds with PR_GET_CHILD_SUBREAPER.
+    // adopts orphans already, as tini finds with PR_GET_CHILD_SUBREAPER. The jobs' keepers leave
+    // the service at once: they must come to denit, whose stop ends them and their jobs.
     this.#adopts = Deno.pid === 1 || isSubreaper();
+    const subreaper = this.#config.subreaper || jobsSocket !== null;
     if (!this.#adopts && !subreaper) {
       this.#log.warn("not PID 1 and not a subreaper: orphans will not be reaped; use -s");
     } else if (!this.#adopts) {
