@@ -15,7 +15,7 @@
  * read-only disk; ended: the output ended, every writer of the pipes gone; oom: a SIGKILL ended
  * it while the `oom_kill` count in FILE, the memory cgroup's, rose). It prints "pid P"
  * on its stdout once the job runs, then closes it. It stays while any process of the job's group
- * is left. SIGUSR1 is a Cancel: it reads the grace (ms) from DIR/SEQ.cancel, sends SIGTERM to
+ * is left, whatever signal comes but SIGKILL. SIGUSR1 is a Cancel: it reads the grace (ms) from DIR/SEQ.cancel, sends SIGTERM to
  * the group, and SIGKILL once the grace is over (again, until the group is gone: a fork bomb
  * ends too). A status it cannot write yet (a full disk) is tried again every second. A job
  * that cannot be run ends 127 (not found) or 126, with the reason on its stderr.
@@ -189,11 +189,15 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
   int err_file = open_spool("err", O_WRONLY | O_CREAT | O_TRUNC);
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return 125;
-  sigset_t wanted;
+  /* Every signal is blocked (SIGKILL aside), and only SIGCHLD and SIGUSR1 are read: a stop
+   * signal meant for the job (denit's leftovers' stop, a signal passed on, `kill -1`) must not
+   * end its keeper first, or the job's output and status go with it. */
+  sigset_t wanted, all;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, NULL);
   sigemptyset(&wanted);
   sigaddset(&wanted, SIGCHLD);
   sigaddset(&wanted, SIGUSR1);
-  sigprocmask(SIG_BLOCK, &wanted, NULL);
   int sfd = signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK);
   /* The job's orphans come here, not to denit: a job that forks and exits in a loop costs
    * PID 1 nothing. Not every kernel interface has it (qemu-user): the keeper goes on without. */

@@ -4,7 +4,6 @@
  * /proc/PID/task/TID/children (orphans reparented to a subreaper are its children, and their
  * own children are found from there), which costs nothing like a scan of every process.
  */
-import { launcherPath } from "../common/paths.ts";
 import { readProcStat } from "../common/proc.ts";
 
 /** This process has no file descriptor left: /proc cannot be read until one is freed. */
@@ -65,33 +64,6 @@ export function descendants(root: number | "self" = "self"): number[] {
     queue.push(...childrenOf(pid));
   }
   return [...seen];
-}
-
-/**
- * Whether a process is denit's own (the job service, a job's keeper): its executable is denit's
- * runtime or launcher. False when it cannot be told (gone, or mid-exec).
- */
-export function isDenitProcess(pid: number): boolean {
-  try {
-    const executable = Deno.readLinkSync(`/proc/${pid}/exe`);
-    return executable === Deno.execPath() || executable === launcherPath();
-  } catch {
-    return false;
-  }
-}
-
-/**
- * A job's keeper (`denit job keep`, launch/keep.c): it ends by itself once its job's process
- * group is gone, after it recorded the job's end.
- */
-export function isKeeper(pid: number): boolean {
-  try {
-    const [, job, keep] = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
-    return job === "job" && keep === "keep" && isDenitProcess(pid);
-  } catch (err: unknown) {
-    throwIfExhausted(err);
-    return false; // Ended while we looked.
-  }
 }
 
 /** Every process in this PID namespace but this one (as PID 1: everything kill(-1) reaches). */

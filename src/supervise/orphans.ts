@@ -13,13 +13,8 @@ import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { sendSignal } from "../sys/process.ts";
-import {
-  childrenOf,
-  describeProcess,
-  formatProcesses,
-  isDenitProcess,
-  type ProcessInfo,
-} from "./leftovers.ts";
+import { launcherPath } from "../common/paths.ts";
+import { childrenOf, describeProcess, formatProcesses, type ProcessInfo } from "./leftovers.ts";
 
 /** How often denit looks for processes reparented to it. */
 export const ORPHAN_SCAN_MS = 1000;
@@ -34,6 +29,19 @@ export interface PatrolSettings {
   readonly mainChild: () => number | null;
   /** Runs a /proc read, freeing a reserved descriptor if none is left (supervisor's #spare). */
   readonly spare: <T>(work: () => T) => T;
+}
+
+/**
+ * Whether a process is denit's own (the job service, a job's keeper): its executable is denit's
+ * runtime or launcher. False when it cannot be told (gone, or mid-exec).
+ */
+function isDenitProcess(pid: number): boolean {
+  try {
+    const executable = Deno.readLinkSync(`/proc/${pid}/exe`);
+    return executable === Deno.execPath() || executable === launcherPath();
+  } catch {
+    return false;
+  }
 }
 
 /** Finds orphans while the main child runs and stops each once. */

@@ -33,9 +33,7 @@ import {
   describeProcess,
   DescriptorsExhausted,
   formatProcesses,
-  isDenitProcess,
   isEnding,
-  isKeeper,
   leftovers,
   otherProcesses,
 } from "./leftovers.ts";
@@ -313,7 +311,7 @@ export class Supervisor {
   }
 
   #prepareProcess(): void {
-    const { pdeathsig, jobsSocket } = this.#config;
+    const { pdeathsig, subreaper, jobsSocket } = this.#config;
     if (pdeathsig !== null) {
       const result = setParentDeathSignal(pdeathsig);
       if (!result.ok) this.#log.warn("cannot set parent-death signal", { errno: result.errno });
@@ -322,8 +320,7 @@ export class Supervisor {
     // adopts orphans already, as tini finds with PR_GET_CHILD_SUBREAPER. The jobs' keepers leave
     // the service at once: they must come to denit, whose stop ends them and their jobs.
     this.#adopts = Deno.pid === 1 || isSubreaper();
-    const subreaper = this.#config.subreaper || jobsSocket !== null;
-    if (!this.#adopts && !subreaper) {
+    if (!this.#adopts && !subreaper && jobsSocket === null) {
       this.#log.warn("not PID 1 and not a subreaper: orphans will not be reaped; use -s");
     } else if (!this.#adopts) {
       const result = becomeSubreaper();
@@ -742,15 +739,16 @@ export class Supervisor {
 
   /** `--wait-descendants`: every remaining descendant gets the signal, however often it comes. */
   #signalDescendants(signo: number): void {
-    // denit's own processes (the job service, the jobs' keepers) are never sent the main
-    // child's signals: kill(-1) would reach them too.
-    if (Deno.pid === 1 && this.#jobs === null) {
+    // The job service is never sent the main child's signals: kill(-1) would reach it too.
+    // (The jobs' keepers block every signal they do not read.)
+    const service = this.#jobs?.servicePid ?? 0;
+    if (Deno.pid === 1 && service === 0) {
       if (sendSignal(-1, signo).ok) this.#count(signalName(signo));
       return;
     }
     let hit = 0;
     const targets = this.#spare(leftovers);
-    for (const pid of targets) if (!isDenitProcess(pid) && sendSignal(pid, signo).ok) hit++;
+    for (const pid of targets) if (pid !== service && sendSignal(pid, signo).ok) hit++;
     if (hit > 0) this.#count(signalName(signo));
     this.#log.info("signal sent to descendants", { signal: signalName(signo), count: hit });
   }
@@ -823,11 +821,8 @@ export class Supervisor {
     const found = new Set([...known, ...this.#spare(leftovers)]);
     const fresh = [...found].filter((pid) => !sent.has(pid));
     for (const pid of fresh) sent.add(pid);
-    // A keeper gets no SIGTERM: it stays until its job ended (a job stopping on SIGTERM still
-    // writes its output), then goes by itself; the final SIGKILL reaches it like any other.
-    const spared = (pid: number) => signo !== SIGKILL && this.#spare(() => isKeeper(pid));
     const infos = this.#spare(() => fresh.map(describeProcess)).filter((p) =>
-      p.state !== "Z" && p.state !== "?" && p.pgid !== groupDone && !spared(p.pid)
+      p.state !== "Z" && p.state !== "?" && p.pgid !== groupDone
     );
     const hit = infos.filter((p) => sendSignal(p.pid, signo).ok);
     if (hit.length === 0) return;
