@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -119,6 +120,18 @@ static int save(const struct state *s) {
   return rename(from, to);
 }
 
+/*
+ * Only 0, 1 and 2 cross into a job: whatever else the service or its runtime left open (the
+ * listening job socket above all, which would let a job take other clients' calls) is closed.
+ */
+static void close_above_stderr(void) {
+  if (close_range(3, ~0U, 0) == 0) return;
+  struct rlimit files; /* a kernel before 5.9: each possible descriptor, up to a bound */
+  rlim_t last = 65536;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < last) last = files.rlim_cur;
+  for (rlim_t fd = 3; fd < last; fd++) close((int)fd);
+}
+
 /* The job itself, after fork: its own group, signals at default, its streams, then exec. */
 static void start(char **argv, char **env, const char *cwd, int out, int err) {
   setpgid(0, 0);
@@ -128,8 +141,9 @@ static void start(char **argv, char **env, const char *cwd, int out, int err) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  int null = open("/dev/null", O_RDONLY);
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(125);
+  close_above_stderr();
   for (char **entry = env; *entry != NULL; entry++) putenv(*entry);
   if (cwd != NULL && chdir(cwd) != 0) {
     dprintf(2, "denit: Cannot start \"%s\": work_dir \"%s\": %s\n", argv[0], cwd, strerror(errno));
@@ -288,6 +302,7 @@ int keep_main(int argc, char **argv) {
     else return 2;
   }
   if (at + 1 >= argc) return 2;
+  close_above_stderr(); /* the keeper needs none of the service's descriptors either */
   /* Out of the service's hands: the process the service started exits at once. */
   pid_t self = fork();
   if (self < 0) {

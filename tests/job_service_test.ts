@@ -16,6 +16,7 @@ import {
   DENO,
   exists,
   fifoGate,
+  freePort,
   inCgroup,
   jobsOptions,
   listeningSocketsOf,
@@ -876,51 +877,99 @@ Deno.test("job service: neither PID 1 nor -s, denit still adopts the jobs' keepe
   }
 });
 
-Deno.test("job service: a job inherits denit's environment byte for byte (non-UTF-8, no '=')", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "denit-env-" });
-  try {
-    // A C program hands denit an environment no shell or Deno can write.
-    const source = `${dir}/execenv.c`;
-    await Deno.writeTextFile(
-      source,
-      `#include <unistd.h>
+/** What denit gives the main child alone: as another user, its HOME; with a notify socket, that. */
+const CHILD_ONLY = [
+  { name: "plain", extra: [] as string[], variables: [] as RegExp[] },
+  {
+    name: "--user and --ready-when notify",
+    extra: ["--user", "nobody", "--health-addr", "", "--ready-when", "notify"],
+    variables: [/^HOME=\/nonexistent$/, /^NOTIFY_SOCKET=@/],
+  },
+];
+
+for (const { name, extra, variables } of CHILD_ONLY) {
+  Deno.test(`job service (${name}): a job starts with the container's environment byte for byte and only descriptors 0-2`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-env-" });
+    await Deno.chmod(dir, 0o777); // the main child may run as nobody
+    try {
+      // A C program hands denit an environment no shell or Deno can write: a value that is not
+      // UTF-8, an entry without '=', and what the launcher moves out of the runtime's way.
+      const given = [
+        "ODD=\\xff\\xfe=x",
+        "JUSTANAME",
+        "PATH=/usr/bin:/bin",
+        "LD_LIBRARY_PATH=/opt/x",
+        "DENO_DIR=/nonexistent/cache",
+        "NODE_OPTIONS=--no-warnings",
+        "GLIBC_TUNABLES=glibc.malloc.tcache_count=7",
+        "FOO=bar",
+      ];
+      const source = `${dir}/execenv.c`;
+      await Deno.writeTextFile(
+        source,
+        `#include <unistd.h>
 int main(int argc, char **argv) {
   (void)argc;
-  char *env[] = {"ODD=\\xff\\xfe=x", "JUSTANAME", "PATH=/usr/bin:/bin", 0};
+  char *env[] = {${given.map((e) => `"${e}"`).join(", ")}, 0};
   execve(argv[1], argv + 1, env);
   return 127;
 }
 `,
-    );
-    const built = await run(["gcc", "-o", `${dir}/execenv`, source]);
-    assertEquals(built.code, 0, built.stderr);
-    const s = new Service("subreaper", [], [], [`${dir}/execenv`]);
-    const proc = s.proc;
-    try {
-      await proc.waitFor(/^up$/);
-      const c = client(s.socket);
-      await call<Job>((cb) => c.Run({ id: "env", argv: ["/bin/cat", "/proc/self/environ"] }, cb));
-      await finished(c, "env");
-      const bytes = concat(
-        (await collect(c.FollowIO({ id: "env" }))).map((m) => m.stdout),
       );
-      const entries = splitNul(bytes);
-      const hex = (b: Uint8Array) => [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
-      assertOk(
-        entries.some((e) =>
-          hex(e) === hex(new Uint8Array([...encoder.encode("ODD="), 0xff, 0xfe, 0x3d, 0x78]))
-        ),
-        `no ODD=\\xff\\xfe=x among ${entries.map(hex).join(" ")}`,
-      );
-      assertOk(entries.some((e) => decoder.decode(e) === "JUSTANAME"), "JUSTANAME was dropped");
-      c.close();
+      const built = await run(["gcc", "-o", `${dir}/execenv`, source]);
+      assertEquals(built.code, 0, built.stderr);
+      const mainChild = [
+        "sh",
+        "-c",
+        `cat /proc/$$/environ > ${dir}/main.env; echo up; exec sleep 120`,
+      ];
+      const flags = extra.map((flag) => flag === "" ? `127.0.0.1:${freePort()}` : flag);
+      const s = new Service("subreaper", flags, mainChild, [`${dir}/execenv`]);
+      const proc = s.proc;
+      let jobPid = 0;
+      try {
+        await proc.waitFor(/^up$/);
+        const c = client(s.socket);
+        await call<Job>((cb) => c.Run({ id: "env", argv: ["/bin/cat", "/proc/self/environ"] }, cb));
+        await finished(c, "env");
+        const bytes = concat(
+          (await collect(c.FollowIO({ id: "env" }))).map((m) => m.stdout),
+        );
+        const hex = (b: Uint8Array) => [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+        const sorted = (entries: Uint8Array[]) => entries.map(hex).sort();
+        const expected = given.map((e) =>
+          e.startsWith("ODD=")
+            ? new Uint8Array([...encoder.encode("ODD="), 0xff, 0xfe, 0x3d, 0x78])
+            : encoder.encode(e)
+        );
+        const main = splitNul(await Deno.readFile(`${dir}/main.env`));
+        const own = main.filter((entry) => variables.some((v) => v.test(decoder.decode(entry))));
+        assertEquals(own.length, variables.length, "the main child's own variables");
+        const shared = main.filter((entry) => !own.includes(entry));
+        assertEquals(sorted(shared), sorted(expected), "the main child's environment");
+        assertEquals(sorted(splitNul(bytes)), sorted(expected), "the job's environment");
+        // A job holds 0, 1 and 2, and neither it nor its keeper holds the job socket.
+        jobPid = (await call<Job>((cb) => c.Run({ id: "fds", argv: ["sleep", "60"] }, cb))).pid;
+        await waitUntil(() => cmdline(jobPid)[0] === "sleep", "the job's exec");
+        assertEquals(
+          (await Array.fromAsync(Deno.readDir(`/proc/${jobPid}/fd`))).map((e) => e.name).sort(),
+          [
+            "0",
+            "1",
+            "2",
+          ],
+        );
+        assertEquals(listeningSocketsOf(statusValue(jobPid, "PPid")), 0, "the keeper's sockets");
+        c.close();
+      } finally {
+        if (jobPid > 0) cleanup([jobPid]);
+        await s.stop();
+      }
     } finally {
-      await s.stop();
+      await Deno.remove(dir, { recursive: true });
     }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+  });
+}
 
 function splitNul(bytes: Uint8Array): Uint8Array[] {
   const parts: Uint8Array[] = [];

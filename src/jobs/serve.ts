@@ -20,7 +20,6 @@ import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { prepareTrustedDirectory, runDirectory } from "../common/job_paths.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
-import { readLaunch, restoreEnvironment } from "../sys/launch.ts";
 import { launcherPath } from "../common/paths.ts";
 import { jobsDefinition } from "./proto.ts";
 import {
@@ -293,9 +292,6 @@ export async function serveMain(args: readonly string[]): Promise<number> {
   const level = LOG_LEVELS.find((l) => l === settings.last("log-level")?.value) ?? "warn";
   const format: LogFormat = settings.last("log-format")?.value === "json" ? "json" : "text";
   const log = createLogger(level, Deno.pid, format, "denit-jobs");
-  // The jobs get denit's environment: the launcher kept some of it from this runtime.
-  const launch = readLaunch();
-  if (launch !== null) restoreEnvironment(launch);
   try {
     const spool = settings.last("spool")?.value ?? "";
     const dir = runDirectory(spool, Number(settings.last("parent")?.value ?? Deno.ppid));

@@ -9,7 +9,7 @@ import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
 import type { HealthHandle, HealthStarter } from "../common/snapshot.ts";
-import { type Launch, restoreEnvironment } from "../sys/launch.ts";
+import type { Launch } from "../sys/launch.ts";
 import { blockedSignals, SignalReader, unblockable } from "../sys/signals.ts";
 import { READ_SIGNALS } from "./signals.ts";
 import { signalName } from "../common/signals.ts";
@@ -53,8 +53,6 @@ export async function superviseMain(
 ): Promise<number> {
   const launch = context.launch;
   nameProcess();
-  // Before anything reads the environment: the child must get the container's, unchanged.
-  const restored = launch === null ? [] : restoreEnvironment(launch);
   let invocation;
   try {
     invocation = parseInvocation(args, Deno.env.toObject());
@@ -98,8 +96,10 @@ export async function superviseMain(
   }
   const log = createLogger(config.logLevel, Deno.pid, config.logFormat);
   for (const warning of config.warnings) log.warn(warning);
-  if (restored.length > 0) {
-    log.debug("put back what the launcher kept from the runtime", { names: restored.join(",") });
+  if (launch.restored.length > 0) {
+    log.debug("put back what the launcher kept from the runtime", {
+      names: launch.restored.join(","),
+    });
   }
   try {
     return await run(config, log, context, { runAs, fileSoftLimit: launch.fileSoftLimit, launch });
@@ -140,8 +140,19 @@ async function run(
     health?.close();
     return ExitCode.INTERNAL;
   }
+  // What the child gets beyond the container's environment (denit's own stays as it is: the job
+  // service and its jobs get that): where to speak sd_notify (an abstract name: no file, any
+  // user), and as gosu and su-exec do, the user's HOME (when passwd names one).
+  const variables: Record<string, string> = {};
+  if (health !== null && health.notifySocket !== null) {
+    variables["NOTIFY_SOCKET"] = health.notifySocket;
+  }
+  if (options.runAs !== null) variables["HOME"] = options.runAs.home;
   try {
-    return await supervise(config, supervisor, log, options.runAs, options.launch);
+    return await supervise(config, supervisor, log, options.launch, {
+      runAs: options.runAs,
+      variables,
+    });
   } finally {
     jobs?.close();
     health?.close();
@@ -200,8 +211,6 @@ async function startHealth(
     },
   });
   log.info("health endpoint listening", { address: formatAddress(config.health) });
-  // The child speaks sd_notify to this socket (an abstract name: no file, any user).
-  if (server.notifySocket !== null) Deno.env.set("NOTIFY_SOCKET", server.notifySocket);
   return server;
 }
 
@@ -242,17 +251,15 @@ async function supervise(
   config: Config,
   supervisor: Supervisor,
   log: Logger,
-  runAs: RunAs | null,
   launch: Launch,
+  child: { runAs: RunAs | null; variables: Readonly<Record<string, string>> },
 ): Promise<number> {
-  // As gosu and su-exec do: the child's HOME is the user's (when passwd names one).
-  if (runAs !== null) Deno.env.set("HOME", runAs.home);
   let failure: { code: number; message: string } | null = null;
   // From here on a throw nobody catches must not end denit: the child may be running.
   keepGoing(log);
   try {
     // The command is the arguments' tail: its bytes as the launcher got them.
-    await supervisor.start(launch.args.slice(launch.args.length - config.command.length), runAs);
+    await supervisor.start(launch.args.slice(launch.args.length - config.command.length), child);
   } catch (err: unknown) {
     const { ExecError } = await import("./command.ts");
     failure = err instanceof ExecError

@@ -13,6 +13,7 @@ import { SIGCHLD, SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import type { MemoryFacts, Snapshot } from "../common/snapshot.ts";
 import {
   becomeSubreaper,
+  environmentWith,
   Errno,
   errnoMessage,
   type ExitStatus,
@@ -224,9 +225,17 @@ export class Supervisor {
    * (a stop among them: the child is not started, and finished() says 128+N), then starts the
    * child. Throws ExecError (126/127) if it cannot run; nothing is started then.
    */
-  async start(argv: readonly Uint8Array[], runAs: RunAs | null = null): Promise<void> {
+  async start(
+    argv: readonly Uint8Array[],
+    child: { runAs: RunAs | null; variables: Readonly<Record<string, string>> } = {
+      runAs: null,
+      variables: {},
+    },
+  ): Promise<void> {
+    const { runAs } = child;
     const name = this.#config.command[0] ?? "";
     const command: Executable = { path: resolveCommand(name, Deno.env.get("PATH")), argv };
+    const environment = environmentWith(child.variables);
     this.#prepareProcess();
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
     this.#memory = findMemoryCgroup();
@@ -237,11 +246,12 @@ export class Supervisor {
     if (this.#finished) return;
     const spawner = runAs === null ? null : new (await import("./spawner.ts")).Spawner();
     try {
-      let result = await this.#spawn(command, spawner, runAs);
+      const how = { spawner, runAs, environment };
+      let result = await this.#spawn(command, how);
       if (result.kind === "failed" && result.errno === Errno.ENOEXEC) {
         // execvp(3) runs an executable text file without #! through /bin/sh; so does denit.
         const fallback = shellFallback(command);
-        if (fallback !== null) result = await this.#spawn(fallback, spawner, runAs);
+        if (fallback !== null) result = await this.#spawn(fallback, how);
       }
       if (result.kind === "failed") throw execFailure(name, command.path, result.errno);
       // The child's "parent" for prctl(PR_SET_PDEATHSIG) is the thread that spawned it: that
@@ -331,12 +341,16 @@ export class Supervisor {
 
   async #spawn(
     cmd: Executable,
-    spawner: Spawner | null,
-    runAs: RunAs | null,
+    { spawner, runAs, environment }: {
+      spawner: Spawner | null;
+      runAs: RunAs | null;
+      environment: readonly Uint8Array[] | undefined;
+    },
   ): Promise<SpawnResult> {
     const request: SpawnRequest = {
       ...cmd,
       fileSoftLimit: childFileLimit(this.#config.fileLimit, fileLimit(), this.#containerFileLimit),
+      ...(environment === undefined ? {} : { environment }),
     };
     const run = (r: SpawnRequest) =>
       spawner === null || runAs === null ? Promise.resolve(spawn(r)) : spawner.spawn(runAs, r);

@@ -28,6 +28,8 @@ export interface Launch {
   readonly stderr: number | null;
   /** The launcher's process that copies that pipe to the terminal; null with no pipe. */
   readonly copier: number | null;
+  /** The names `readLaunch` put back into the environment. */
+  readonly restored: readonly string[];
 }
 
 /** DENIT_LAUNCH's parts; null if it is not the launcher's. */
@@ -50,7 +52,7 @@ export function parseLaunchVariable(
 export function parseLaunch(
   bytes: Uint8Array,
   variable: { fileSoftLimit: number; stderr: number | null; copier: number | null },
-): Launch {
+): Omit<Launch, "restored"> {
   const entries: Uint8Array[] = [];
   for (let start = 0; start < bytes.length;) {
     const end = bytes.indexOf(0, start);
@@ -70,17 +72,23 @@ export function parseLaunch(
   };
 }
 
-/** What the launcher handed over; null when denit was not started by it. */
+/**
+ * What the launcher handed over, with the container's environment put back (for every program
+ * denit runs: the supervisor's child and the job service's jobs get it, nothing else does);
+ * null when denit was not started by the launcher.
+ */
 export function readLaunch(): Launch | null {
   const variable = parseLaunchVariable(Deno.env.get(LAUNCH_VARIABLE));
   if (variable === null) return null;
+  let launch: Omit<Launch, "restored">;
   try {
-    return parseLaunch(Deno.readFileSync(`/proc/self/fd/${variable.memfd}`), variable);
+    launch = parseLaunch(Deno.readFileSync(`/proc/self/fd/${variable.memfd}`), variable);
   } catch {
     return null; // not the launcher's memfd after all
   } finally {
     closeFd(variable.memfd);
   }
+  return { ...launch, restored: restoreEnvironment(launch) };
 }
 
 /**
@@ -88,7 +96,7 @@ export function readLaunch(): Launch | null {
  * those it moved out of the runtime's way come back byte for byte (setenv(3), so that a value
  * that is not UTF-8 stays as it was). Returns the names put back.
  */
-export function restoreEnvironment(launch: Launch): string[] {
+function restoreEnvironment(launch: Omit<Launch, "restored">): string[] {
   for (const name of launch.added) Deno.env.delete(name);
   const restored: string[] = [];
   for (const entry of launch.moved) {

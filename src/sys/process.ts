@@ -190,6 +190,8 @@ export interface SpawnRequest {
   readonly fileSoftLimit?: number | null;
   /** [descriptor, target] pairs: the child gets each descriptor as `target`. */
   readonly descriptors?: ReadonlyArray<readonly [number, number]>;
+  /** The child's "NAME=VALUE" entries; this process's environment when absent. */
+  readonly environment?: readonly Uint8Array[];
 }
 
 /** Result of `spawn()`. */
@@ -206,6 +208,38 @@ function currentEnviron(): Deno.PointerValue {
   // Read at each spawn: setenv(3) may have moved the array since the library was opened.
   const address = libc.environ;
   return address === null ? null : new Deno.UnsafePointerView(address).getPointer();
+}
+
+const EQUALS = 0x3d; // "="
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * This process's environment, byte for byte (entries that are not UTF-8 included), with
+ * `variables` set over it; undefined when there are none to set (a spawn then passes environ).
+ */
+export function environmentWith(
+  variables: Readonly<Record<string, string>>,
+): Uint8Array[] | undefined {
+  const names = Object.keys(variables);
+  if (names.length === 0) return undefined;
+  const entries: Uint8Array[] = [];
+  const environ = currentEnviron();
+  const nameOf = (entry: Uint8Array) => decoder.decode(entry.subarray(0, entry.indexOf(EQUALS)));
+  if (environ !== null) {
+    const table = new Deno.UnsafePointerView(environ);
+    for (let i = 0;; i++) {
+      const pointer = table.getPointer(i * 8);
+      if (pointer === null) break;
+      const view = new Deno.UnsafePointerView(pointer);
+      let length = 0;
+      while (view.getUint8(length) !== 0) length++;
+      const entry = new Uint8Array(view.getArrayBuffer(length).slice(0));
+      if (!names.includes(nameOf(entry))) entries.push(entry);
+    }
+  }
+  for (const name of names) entries.push(encoder.encode(`${name}=${variables[name]}`));
+  return entries;
 }
 
 // Every signal 1..64, directly: sigfillset(3) in glibc leaves out 32 and 33 (its internal
@@ -268,7 +302,12 @@ export function spawn(request: SpawnRequest): SpawnResult {
   }
   try {
     const pid = new Int32Array(1);
-    const code = libc.posix_spawn(pid, path, actions, attr, argv.pointers, currentEnviron());
+    const environment = request.environment === undefined ? null : packStrings(request.environment);
+    const envp = environment === null
+      ? currentEnviron()
+      : Deno.UnsafePointer.of(environment.pointers);
+    const code = libc.posix_spawn(pid, path, actions, attr, argv.pointers, envp);
+    void environment; // its C strings must outlive posix_spawn
     if (code === 0) return { kind: "spawned", pid: pid[0] ?? 0 };
     // glibc reports a failed file action (here only tcsetpgrp, ENOTTY/EPERM) the same way.
     const stage = request.foregroundFd !== undefined &&
