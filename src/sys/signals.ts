@@ -44,6 +44,8 @@ export function unblockable(signos: readonly number[]): number[] {
   return signos.filter((signo) => !blocked.has(signo));
 }
 
+function ignore(): void {}
+
 /** A signalfd over a set of blocked signals. */
 export class SignalReader {
   readonly #fd: number;
@@ -52,8 +54,16 @@ export class SignalReader {
   readonly #buffer = new Uint8Array(SIGNALFD_SIGINFO.bytes * READ_BATCH);
   readonly #view = new DataView(this.#buffer.buffer);
 
-  /** Opens a signalfd for `signos`; throws with errno's message. */
+  /**
+   * Opens a signalfd for `signos`; throws with errno's message. The runtime starts a thread of
+   * its own at the first signal listener (and unasked, for SIGUSR1, half a second into a run):
+   * one listener, at once, makes it now, before a child can take the last task of a pids limit
+   * (the runtime aborts when it cannot start a thread). Its handlers never run: every thread
+   * blocks these signals.
+   */
   constructor(signos: Iterable<number>) {
+    Deno.addSignalListener("SIGUSR1", ignore);
+    Deno.removeSignalListener("SIGUSR1", ignore);
     this.#fd = libc.signalfd(-1, signalSet(signos), SFD_NONBLOCK | SFD_CLOEXEC);
     if (this.#fd < 0) throw new Error(`signalfd: ${errnoMessage(errno())}`);
     const view = new DataView(this.#pollfd.buffer);

@@ -1,0 +1,78 @@
+/**
+ * PID 1 outlives the limits a container sets: when it dies, the engine ends every process of
+ * the container. Each trial runs in a cgroup of its own, bounded, and ends what it started.
+ */
+
+import { assertEquals } from "./assert.ts";
+import { DENIT, inCgroup, Running } from "./helpers.ts";
+
+/** The pids cgroup v1 directory of this process, or null (not mounted, or not root). */
+const PIDS_V1 = (() => {
+  try {
+    const line = Deno.readTextFileSync("/proc/self/cgroup").split("\n").find((l) =>
+      /^\d+:pids:/.test(l)
+    );
+    if (line === undefined || Deno.uid() !== 0) return null;
+    const dir = `/sys/fs/cgroup/pids${line.split(":")[2]}`.replace(/\/$/, "");
+    return Deno.statSync(`${dir}/cgroup.procs`).isFile ? dir : null;
+  } catch {
+    return null;
+  }
+})();
+
+/** A fresh pids cgroup limited to `max` tasks for `fn`; what is left in it is killed, then it goes. */
+async function withPidsCgroup(max: number, fn: (cgroup: string) => Promise<void>) {
+  const cgroup = `${PIDS_V1}/denit-pids-${crypto.randomUUID().slice(0, 8)}`;
+  await Deno.mkdir(cgroup);
+  try {
+    await Deno.writeTextFile(`${cgroup}/pids.max`, String(max));
+    await fn(cgroup);
+  } finally {
+    for (let i = 0; i < 200; i++) {
+      const left = (await Deno.readTextFile(`${cgroup}/cgroup.procs`)).split("\n").filter(Boolean);
+      for (const pid of left) {
+        try {
+          Deno.kill(Number(pid), "SIGKILL");
+        } catch {
+          // gone meanwhile
+        }
+      }
+      try {
+        await Deno.remove(cgroup);
+        break;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 50)); // not empty yet
+      }
+    }
+  }
+}
+
+/** A fork loop that holds every task the limit leaves, from the child's first moment on. */
+const BOMB = "(while :; do sleep 5 & done) 2>/dev/null & exec sleep 1";
+
+Deno.test({
+  name: "a child that takes every task of a pids limit at once never ends denit",
+  ignore: PIDS_V1 === null,
+  fn: async () => {
+    const outcomes: string[] = [];
+    for (const max of [20, 40, 80]) {
+      for (let trial = 0; trial < 5; trial++) {
+        await withPidsCgroup(max, async (cgroup) => {
+          const proc = new Running([...inCgroup(cgroup), ...DENIT, "-s", "--", "sh", "-c", BOMB]);
+          try {
+            const status = await proc.status(60_000);
+            // The child's fate is reported: its exit 0, whatever the bomb left to stop.
+            const died = status.stderr.includes("Deno could not start")
+              ? " (the runtime died)"
+              : "";
+            outcomes.push(`${max}${died}: exit ${status.code}`);
+          } finally {
+            await proc.stop();
+          }
+        });
+      }
+    }
+    assertEquals(outcomes.length, 15);
+    assertEquals(outcomes.filter((outcome) => !outcome.endsWith(": exit 0")), []);
+  },
+});
