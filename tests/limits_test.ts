@@ -4,7 +4,7 @@
  */
 
 import { assertEquals } from "./assert.ts";
-import { DENIT, inCgroup, Running } from "./helpers.ts";
+import { DENIT, DENO, FIXTURES, inCgroup, jobsOptions, ROOT, run, Running } from "./helpers.ts";
 
 /** The pids cgroup v1 directory of this process, or null (not mounted, or not root). */
 const PIDS_V1 = (() => {
@@ -75,4 +75,46 @@ Deno.test({
     assertEquals(outcomes.length, 15);
     assertEquals(outcomes.filter((outcome) => !outcome.endsWith(": exit 0")), []);
   },
+});
+
+Deno.test("the job service serves again after a burst of clients at an open-file limit of 32", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-emfile-" });
+  const socket = `${dir}/jobs.sock`;
+  const proc = new Running([
+    "prlimit",
+    "--nofile=32:32",
+    ...DENIT,
+    "-s",
+    ...jobsOptions(dir),
+    "--",
+    "sh",
+    "-c",
+    "echo up; exec sleep 120",
+  ]);
+  try {
+    await proc.waitFor(/^up$/);
+    // 40 clients at once, each on a connection of its own: more than the service has descriptors.
+    // Some of their calls may fail; what is measured is the service afterwards.
+    await run([
+      DENO,
+      "run",
+      "--allow-all",
+      `${FIXTURES}/job_clients.ts`,
+      "list",
+      socket,
+      "40",
+      "40",
+    ], {
+      env: { DENO_DIR: Deno.env.get("DENO_DIR") ?? `${ROOT}.deno/cache`, NO_COLOR: "1" },
+      timeoutMs: 60_000,
+    });
+    const after = await run([...DENIT, "job", "--socket", socket, "--wait", "30s", "list"], {
+      timeoutMs: 60_000,
+    });
+    assertEquals([after.code, after.stderr], [0, ""]);
+  } finally {
+    proc.kill("SIGTERM");
+    await proc.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
 });

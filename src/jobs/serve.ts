@@ -21,6 +21,8 @@ import { ExitCode } from "../common/exit_codes.ts";
 import { prepareTrustedDirectory, runDirectory } from "../common/job_paths.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
 import { launcherPath } from "../common/paths.ts";
+import { connectionWaiting } from "../sys/listener.ts";
+import { fileLimit } from "../sys/process.ts";
 import { jobsDefinition } from "./proto.ts";
 import {
   type JobMessage,
@@ -34,6 +36,12 @@ import {
 
 /** Connections at once; beyond them a new one is closed at once (clients retry). */
 export const MAX_CONNECTIONS = 64;
+/**
+ * How often the service checks that it still accepts: a connection that waits across two
+ * checks with none accepted between means the runtime's accept loop has stopped, which it does
+ * silently when accept(2) fails (EMFILE); the service then exits, and denit starts it again.
+ */
+const ACCEPT_CHECK_MS = 2000;
 /**
  * A connection that has not sent HTTP/2's preface and a first frame this long after it was
  * accepted is closed: a gRPC client sends them at once, and one that does not would hold one
@@ -246,15 +254,41 @@ interface CancelRequest extends IdRequest {
 }
 
 /**
+ * Resolves when the socket stopped being accepted from: a connection waited at two checks in a
+ * row and none was accepted between them.
+ */
+function acceptStops(fd: number, accepted: () => number): Promise<void> {
+  return new Promise((resolve) => {
+    let seen: number | null = null; // the accepted count when a connection was last seen waiting
+    const timer = setInterval(async () => {
+      const waiting = await connectionWaiting(fd);
+      const count = accepted();
+      if (waiting && seen === count) {
+        clearInterval(timer);
+        resolve();
+      }
+      seen = waiting ? count : null;
+    }, ACCEPT_CHECK_MS);
+  });
+}
+
+/**
  * Accepts connections on the socket denit gave (listening, at `fd`), at most MAX_CONNECTIONS at
  * once, and hands each, filtered, to grpc-js (its connection injector): grpc-js alone has no
- * limit on connections. One that has not spoken after SILENT_CONNECTION_MS is closed.
+ * limit on connections. One that has not spoken after SILENT_CONNECTION_MS is closed. Resolves
+ * once listening, to a promise that resolves if accepting stops (acceptStops).
  */
-async function listen(server: grpc.Server, fd: number, log: Logger): Promise<void> {
+async function listen(
+  server: grpc.Server,
+  fd: number,
+  log: Logger,
+): Promise<{ stopped: Promise<void> }> {
   const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  let accepted = 0;
   let open = 0;
   let refused = 0;
   const listener = createServer((connection: Socket) => {
+    accepted++;
     if (open >= MAX_CONNECTIONS) {
       connection.destroy();
       if (refused++ % 1000 === 0) {
@@ -277,6 +311,7 @@ async function listen(server: grpc.Server, fd: number, log: Logger): Promise<voi
     listener.once("error", reject);
     listener.listen({ fd }, () => resolve());
   });
+  return { stopped: acceptStops(fd, () => accepted) };
 }
 
 /** Runs the service; resolves to its exit code (it runs until denit ends it). */
@@ -292,6 +327,7 @@ export async function serveMain(args: readonly string[]): Promise<number> {
   const level = LOG_LEVELS.find((l) => l === settings.last("log-level")?.value) ?? "warn";
   const format: LogFormat = settings.last("log-format")?.value === "json" ? "json" : "text";
   const log = createLogger(level, Deno.pid, format, "denit-jobs");
+  let stopped: Promise<void>;
   try {
     const spool = settings.last("spool")?.value ?? "";
     const dir = runDirectory(spool, Number(settings.last("parent")?.value ?? Deno.ppid));
@@ -322,14 +358,24 @@ export async function serveMain(args: readonly string[]): Promise<number> {
       Cancel: unary((request: CancelRequest) => jobs.cancel(request.id, request.graceMs)),
       List: unary((request: ListFields) => jobs.list(request)),
     });
-    await listen(server, Number(settings.last("listen-fd")?.value ?? 3), log);
+    const fd = Number(settings.last("listen-fd")?.value ?? 3);
+    ({ stopped } = await listen(server, fd, log));
     log.info("listening", { spool: dir });
   } catch (err: unknown) {
     log.error(`cannot serve jobs: ${errorLine(err)}`);
     await log.flush();
     return ExitCode.INTERNAL;
   }
-  // It serves until denit ends it (SIGTERM, or the launcher's parent-death signal).
-  await new Promise(() => {});
-  return ExitCode.OK;
+  // It serves until denit ends it (SIGTERM, or the launcher's parent-death signal), or until
+  // it cannot accept: then denit starts it again, with the connections that wait.
+  await stopped;
+  const limit = fileLimit().soft;
+  log.error(
+    "the job service stopped accepting connections (at its open-file limit?); exiting, to be started again",
+    {
+      openFileLimit: limit ?? "unlimited",
+    },
+  );
+  await log.flush();
+  return ExitCode.INTERNAL;
 }

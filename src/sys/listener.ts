@@ -13,6 +13,15 @@ const POLLIN = 0x1; // poll.h
 /** Connections that may wait to be accepted (Node's default for a server). */
 const BACKLOG = 511;
 
+/** Whether a connection waits to be accepted on the listening socket `fd` now (no wait). */
+export async function connectionWaiting(fd: number): Promise<boolean> {
+  const pollfd = new Uint8Array(64); // kept off V8's heap: another thread reads it
+  const view = new DataView(pollfd.buffer);
+  view.setInt32(POLLFD.fd, fd, true);
+  view.setInt16(POLLFD.events, POLLIN, true);
+  return await libc.poll(pollfd, 1n, 0) > 0;
+}
+
 /** A bound, listening Unix stream socket. */
 export class UnixListener {
   readonly fd: number;
