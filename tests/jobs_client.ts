@@ -165,7 +165,8 @@ export class Service {
     wrapper: readonly string[] = [],
   ) {
     this.mode = mode;
-    const main = child.length > 0 ? child : ["sh", "-c", "echo up; exec sleep 120"];
+    // Longer than any test: the main child's end would stop denit and the service.
+    const main = child.length > 0 ? child : ["sh", "-c", "echo up; exec sleep 900"];
     this.proc = new Running([
       ...wrapper,
       ...denitArgv(mode, [
