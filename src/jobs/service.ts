@@ -10,7 +10,8 @@ import { errorLine } from "../common/errors.ts";
 import { signalName, signalNumber } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
-import { Job, JOB_OUTPUT_CAP, type JobRecord, JobTable, type KeeperState } from "./store.ts";
+import type { KeeperState } from "../common/job_state.ts";
+import { Job, JOB_OUTPUT_CAP, type JobRecord, JobTable } from "./store.ts";
 import { STOPPING_FILE } from "../common/job_paths.ts";
 
 /** Cancel's default time between TERM and KILL. */

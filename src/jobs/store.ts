@@ -8,6 +8,7 @@
  */
 
 import { COUNTS_FILE, type JobCounts } from "../common/job_paths.ts";
+import { type KeeperState, parseState } from "../common/job_state.ts";
 import { readNoFollow, replaceFile } from "../sys/spool.ts";
 
 /** What each job may store of its output, stdout and stderr together (the keeper's cap). */
@@ -34,46 +35,6 @@ export interface JobRecord {
    * process was alive then (only then can the job end CANCELLED).
    */
   cancel: { atMs: number; graceMs: number; alive: boolean } | null;
-}
-
-/** What `N.state` holds: the keeper's part. */
-export interface KeeperState {
-  readonly pid: number;
-  /** The keeper's own pid: Cancel asks it (SIGUSR1). */
-  readonly keeper: number;
-  /** The exit code; -1 while it runs or when a signal ended it. */
-  readonly exit: number;
-  /** The signal that ended it; 0 if none did. */
-  readonly signal: number;
-  readonly finished: number;
-  readonly truncated: number;
-  /** Bytes that could not be stored (a full or read-only disk). */
-  readonly lost: number;
-  /** The output ended: every writer of its pipes is gone. */
-  readonly ended: number;
-  /** 1: a SIGKILL while the memory cgroup counted an OOM kill (the kernel's OOM killer). */
-  readonly oom: number;
-}
-
-/** Parses `pid=P exit=C ...`; null for anything else (a file being replaced, say). */
-export function parseState(text: string): KeeperState | null {
-  const fields = new Map(text.trim().split(" ").map((pair) => pair.split("=") as [string, string]));
-  const field = (key: string) => {
-    const value = Number(fields.get(key) ?? NaN);
-    return Number.isInteger(value) ? value : NaN;
-  };
-  const state = {
-    pid: field("pid"),
-    keeper: field("keeper"),
-    exit: field("exit"),
-    signal: field("signal"),
-    finished: field("finished"),
-    truncated: field("truncated"),
-    lost: field("lost"),
-    ended: field("ended"),
-    oom: field("oom"),
-  };
-  return Object.values(state).some(Number.isNaN) ? null : state;
 }
 
 /** A spool file's size; 0 if it is not there (yet). */

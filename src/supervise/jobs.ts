@@ -18,10 +18,12 @@ import {
   runDirectory,
   STOPPING_FILE,
 } from "../common/job_paths.ts";
+import { parseState, stillRuns } from "../common/job_state.ts";
 import type { Logger } from "../common/log.ts";
 import { launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { UnixListener } from "../sys/listener.ts";
+import { readNoFollow } from "../sys/spool.ts";
 import { type ExitStatus, pathExists, sendSignal, spawn } from "../sys/process.ts";
 import { findMemoryCgroup, oomCountFile, readOomKills } from "./cgroup.ts";
 
@@ -60,6 +62,22 @@ function preferAsOomVictim(pid: number): void {
   }
 }
 
+/** The jobs of the run in `dir` whose keepers say they run (each keeper is denit's child). */
+function runningJobs(dir: string): number {
+  let running = 0;
+  try {
+    for (const entry of Deno.readDirSync(dir)) {
+      if (!/^\d+\.state$/.test(entry.name)) continue;
+      const bytes = readNoFollow(`${dir}/${entry.name}`);
+      const state = bytes === null ? null : parseState(new TextDecoder().decode(bytes));
+      if (state !== null && stillRuns(state, Deno.pid)) running++;
+    }
+  } catch {
+    // The spool cannot be read: none is known to run.
+  }
+  return running;
+}
+
 /** Runs the job service's process. */
 export class JobHost {
   readonly #settings: JobsSettings;
@@ -85,14 +103,19 @@ export class JobHost {
     return this.#servicePid;
   }
 
-  /** The jobs by outcome, as the service last wrote them; zeros before it ran. */
+  /**
+   * The jobs by outcome, as the service last wrote them (zeros before it ran); while it is down,
+   * the running ones as their keepers' states say (what it wrote may be stale).
+   */
   counts(): JobCounts {
+    const dir = runDirectory(this.#settings.spool, Deno.pid);
+    let counts: JobCounts = { running: 0, started: 0, succeeded: 0, failed: 0, cancelled: 0 };
     try {
-      const dir = runDirectory(this.#settings.spool, Deno.pid);
-      return JSON.parse(Deno.readTextFileSync(`${dir}/${COUNTS_FILE}`)) as JobCounts;
+      counts = JSON.parse(Deno.readTextFileSync(`${dir}/${COUNTS_FILE}`)) as JobCounts;
     } catch {
-      return { running: 0, started: 0, succeeded: 0, failed: 0, cancelled: 0 };
+      // Not written yet: no job ran.
     }
+    return this.#servicePid > 0 ? counts : { ...counts, running: runningJobs(dir) };
   }
 
   /**
