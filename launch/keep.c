@@ -15,12 +15,14 @@
  * read-only disk; ended: the output ended, every writer of the pipes gone; oom: a SIGKILL ended
  * it while the `oom_kill` count in FILE, the memory cgroup's, rose). It prints "pid P"
  * on its stdout once the job runs, then closes it. It stays while any process of the job's group
- * is left, whatever signal comes but SIGKILL. SIGUSR1 is a Cancel: it reads the grace (ms) from DIR/SEQ.cancel, sends SIGTERM to
- * the group, and SIGKILL once the grace is over (again, until the group is gone: a fork bomb
- * ends too). A status it cannot write yet (a full disk) is tried again every second. A job
+ * is left, whatever signal comes but SIGKILL. SIGUSR1 is a Cancel: it reads the grace (ms) from
+ * DIR/SEQ.cancel, sends SIGTERM (with SIGCONT, for a stopped process) to the group and to every
+ * process the job started (setsid ones too: they are the keeper's descendants), and SIGKILL once
+ * the grace is over (again, until none is left: a fork bomb ends too). A status it cannot write yet (a full disk) is tried again every second. A job
  * that cannot be run ends 127 (not found) or 126, with the reason on its stderr.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -184,7 +186,44 @@ static int take(int pipe_fd, int file, long long *stored, long long cap, struct 
   return 1;
 }
 
-/* A Cancel: the grace from DIR/SEQ.cancel; SIGTERM to the group now. Returns the deadline. */
+/*
+ * `signo` to every descendant of `pid` (its children as /proc lists them for each of its
+ * threads, and theirs): a process the job started in a session or group of its own (setsid)
+ * is the keeper's descendant still, as the keeper adopts its orphans.
+ */
+static void signal_tree(pid_t pid, int signo) {
+  char path[64], text[4096];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *tasks = opendir(path);
+  if (tasks == NULL) return;
+  struct dirent *task;
+  while ((task = readdir(tasks)) != NULL) {
+    if (task->d_name[0] == '.') continue;
+    char children[300];
+    snprintf(children, sizeof children, "/proc/%d/task/%s/children", (int)pid, task->d_name);
+    int fd = open(children, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    for (char *at = text, *end; *at != '\0'; at = end) {
+      long child = strtol(at, &end, 10);
+      if (end == at) break;
+      kill((pid_t)child, signo);
+      kill((pid_t)child, SIGCONT); /* a stopped process takes TERM too */
+      signal_tree((pid_t)child, signo);
+    }
+  }
+  closedir(tasks);
+}
+
+/* `signo` to the job's group and to every process the job started, wherever it went. */
+static void signal_job(pid_t pgid, int signo) {
+  kill(-pgid, signo);
+  signal_tree(getpid(), signo);
+}
+
+/* A Cancel: the grace from DIR/SEQ.cancel; SIGTERM to the whole job now. Returns the deadline. */
 static long long cancel(pid_t pgid) {
   char text[32] = {0};
   int fd = open_spool("cancel", O_RDONLY);
@@ -193,7 +232,7 @@ static long long cancel(pid_t pgid) {
     if (read(fd, text, sizeof text - 1) > 0) grace = atoll(text);
     close(fd);
   }
-  kill(-pgid, SIGTERM);
+  signal_job(pgid, SIGTERM);
   return now_ms(CLOCK_MONOTONIC) + (grace > 0 ? grace : 0);
 }
 
@@ -237,15 +276,17 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
   close(1);
   long long stored = 0, deadline = -1;
   struct pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {sfd, POLLIN, 0}};
+  int children = 1;
   for (;;) {
-    int group = kill(-s.pid, 0) == 0 || errno != ESRCH;
+    /* After a Cancel the job is every process it started: its group, and what left it. */
+    int group = kill(-s.pid, 0) == 0 || errno != ESRCH || (deadline >= 0 && children);
     if (reaped && fds[0].fd < 0 && fds[1].fd < 0 && saved && !group) return 0;
     int timeout = -1;
     if (!saved) timeout = RETRY_SAVE_MS;
     if (reaped && fds[0].fd < 0 && fds[1].fd < 0 && group) timeout = GROUP_IDLE_MS;
     if (deadline >= 0) {
       long long left = deadline - now_ms(CLOCK_MONOTONIC);
-      if (left <= 0) kill(-s.pid, SIGKILL); /* and again at each turn, until the group is gone */
+      if (left <= 0) signal_job(s.pid, SIGKILL); /* and again at each turn, until it is gone */
       left = left <= 0 ? GROUP_POLL_MS : left;
       if (timeout < 0 || left < timeout) timeout = (int)left;
     }
@@ -264,7 +305,8 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
     }
     int status;
     pid_t gone;
-    while ((gone = waitpid(-1, &status, WNOHANG)) > 0) {
+    while ((gone = waitpid(-1, &status, WNOHANG)) > 0 || (gone < 0 && errno == EINTR)) {
+      if (gone < 0) continue;
       if (gone != s.pid) continue; /* an orphan of the job's, adopted: reaped here */
       reaped = 1;
       s.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -273,6 +315,7 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
       s.finished = now_ms(CLOCK_REALTIME);
       saved = 0;
     }
+    children = !(gone < 0 && errno == ECHILD);
     int ended = fds[0].fd < 0 && fds[1].fd < 0;
     if (ended != s.ended) {
       s.ended = ended;

@@ -649,6 +649,48 @@ Deno.test("job service: Cancel racing a job's own exit says CANCELLED only for a
   }
 });
 
+Deno.test("job service: Cancel ends the whole job: what it started with setsid, a stopped process by TERM, and with its keeper killed", async () => {
+  const s = await new Service("subreaper").ready();
+  const started: number[] = [];
+  try {
+    const c = s.client;
+    // A job that leaves its group and session: its keeper still knows it (a descendant).
+    const escapes = "setsid sleep 301 & echo $!; exec sleep 1000";
+    const job = await call<Job>((cb) => c.Run({ id: "escapes", argv: ["sh", "-c", escapes] }, cb));
+    const escaped = Number((await outputMatches(c, "escapes", /^\d+\n$/)).trim());
+    started.push(job.pid, escaped);
+    let done = await call<Job>((cb) => c.Cancel({ id: "escapes", graceMs: 60_000 }, cb));
+    assertEquals([done.status, done.signal], ["CANCELLED", "SIGTERM"]);
+    assertOk(!exists(escaped), "the setsid process outlived the Cancel");
+
+    // A stopped job gets TERM with CONT, so its handler runs (no KILL after a minute's grace).
+    const stops = 'trap "echo stopping; exit 3" TERM; echo up; while :; do sleep 0.05; done';
+    const stopped = await call<Job>((cb) =>
+      c.Run({ id: "stopped", argv: ["sh", "-c", stops] }, cb)
+    );
+    started.push(stopped.pid);
+    await outputMatches(c, "stopped", /^up\n$/);
+    Deno.kill(stopped.pid, "SIGSTOP");
+    await waitUntil(() => processState(stopped.pid) === "T", "the job stopped");
+    done = await call<Job>((cb) => c.Cancel({ id: "stopped", graceMs: 60_000 }, cb));
+    assertEquals([done.status, done.exitCode, done.signal], ["CANCELLED", 3, ""]);
+
+    // With its keeper killed, the service ends the job's group itself.
+    const orphan = await call<Job>((cb) => c.Run({ id: "orphan", argv: ["sleep", "1000"] }, cb));
+    started.push(orphan.pid);
+    Deno.kill(statusValue(orphan.pid, "PPid"), "SIGKILL");
+    done = await call<Job>((cb) => c.Cancel({ id: "orphan", graceMs: 1000 }, cb));
+    assertEquals(done.status === "RUNNING", false, JSON.stringify(done));
+    assertOk(
+      !exists(orphan.pid) || processState(orphan.pid) === "Z",
+      "the job outlived the Cancel",
+    );
+  } finally {
+    cleanup(started);
+    await s.stop();
+  }
+});
+
 Deno.test("job service: a Run while the main child drains after a stop signal is refused (UNAVAILABLE)", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-drain-" });
   const fifo = `${dir}/drain`;

@@ -7,7 +7,7 @@
  */
 
 import { errorLine } from "../common/errors.ts";
-import { signalName, signalNumber } from "../common/signals.ts";
+import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
 import type { KeeperState } from "../common/job_state.ts";
@@ -43,6 +43,7 @@ const OUTPUT_CHUNK = 256 * 1024;
 const GROUP_POLL_MS = 20;
 /** Asks a job's keeper to cancel it (launch/keep.c). */
 const CANCEL_SIGNAL = signalNumber("SIGUSR1");
+const SIGCONT = signalNumber("SIGCONT");
 
 const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -143,6 +144,20 @@ function exists(pid: number): boolean {
   return result.ok || result.errno !== Errno.ESRCH;
 }
 
+/**
+ * What a keeper does for a Cancel, for a job whose keeper is gone: TERM (and CONT, for a stopped
+ * process) to its group now, KILL once the grace is over, again until none is left.
+ */
+async function stopGroup(pgid: number, graceMs: number): Promise<void> {
+  sendSignal(-pgid, SIGTERM);
+  sendSignal(-pgid, SIGCONT);
+  await new Promise((resolve) => setTimeout(resolve, graceMs));
+  while (exists(-pgid)) {
+    sendSignal(-pgid, SIGKILL);
+    await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
+  }
+}
+
 /** Writes a job's `N.state` as its keeper would (whole: a new file renamed over the old). */
 function writeState(job: Job, state: KeeperState): void {
   const line = Object.entries(state).map(([key, value]) => `${key}=${value}`).join(" ");
@@ -237,7 +252,9 @@ export class JobService {
   #settleLost(): void {
     for (const job of this.#table.list()) {
       const state = job.state;
-      if (state === null || job.finished || exists(state.keeper) || exists(-state.pid)) continue;
+      if (state === null || job.finished || this.#keeperOf(job) !== 0 || exists(-state.pid)) {
+        continue;
+      }
       job.refresh();
       const last = job.state;
       if (last === null || job.finished) continue;
@@ -456,9 +473,9 @@ export class JobService {
   }
 
   /**
-   * Cancel: TERM to the job's process group, KILL after the grace; returns once no process of
-   * the group is left (a job whose own process ended already keeps its status, and what it
-   * left in its group is stopped all the same).
+   * Cancel: TERM to every process of the job, KILL after the grace; returns once none is left
+   * (a job whose own process ended already keeps its status, and what it left is stopped all
+   * the same). Its keeper does it, or with the keeper gone, this service, for the job's group.
    */
   async cancel(id: string, graceMs: number): Promise<JobMessage> {
     const job = this.#find(id);
@@ -467,7 +484,8 @@ export class JobService {
       throw invalid(`grace_ms ${graceMs} is more than 24 hours`);
     }
     const pgid = job.pid;
-    if (job.record.cancel === null && pgid > 0 && exists(-pgid)) {
+    const keeper = this.#keeperOf(job);
+    if (job.record.cancel === null && pgid > 0 && (exists(-pgid) || keeper !== 0)) {
       const grace = graceMs === 0 ? DEFAULT_CANCEL_GRACE_MS : graceMs;
       // CANCELLED only if the job's own process is alive as its keeper is asked (a zombie
       // counts: its status tells whether it ended on its own, see Job.status).
@@ -475,15 +493,34 @@ export class JobService {
       // The keeper sends TERM now and KILL after the grace, whatever becomes of this service:
       // told before the record says so, so that a service killed in between loses no Cancel.
       replaceFile(job.path("cancel"), encoder.encode(String(grace)));
-      sendSignal(job.state?.keeper ?? 0, CANCEL_SIGNAL);
+      if (keeper !== 0) sendSignal(keeper, CANCEL_SIGNAL);
+      else void stopGroup(pgid, grace);
       job.record.cancel = { atMs: Date.now(), graceMs: grace, alive };
       job.save();
     }
-    while (pgid > 0 && exists(-pgid)) {
+    while (pgid > 0 && (exists(-pgid) || this.#keeperOf(job) !== 0)) {
       await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
     }
     while (!job.finished) await job.changed();
     return jobMessage(job);
+  }
+
+  /**
+   * The pid of the job's keeper while it lives, else 0: the pid its state names, if that
+   * process's command line is still this job's keeper's (a pid used again is someone else).
+   */
+  #keeperOf(job: Job): number {
+    const pid = job.state?.keeper ?? 0;
+    if (pid <= 0) return 0;
+    try {
+      const words = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
+      const [, program, mode, dir, seq] = words;
+      return program === "job" && mode === "keep" && dir === this.#dir && seq === String(job.seq)
+        ? pid
+        : 0;
+    } catch {
+      return 0; // gone
+    }
   }
 
   /** List: the jobs kept, oldest first, a page at a time (`ids`: those jobs only). */
