@@ -124,18 +124,34 @@ static int save(const struct state *s) {
 
 /*
  * Only 0, 1 and 2 cross into a job: whatever else the service or its runtime left open (the
- * listening job socket above all, which would let a job take other clients' calls) is closed.
+ * listening job socket above all, which would let a job take other clients' calls) is closed,
+ * but `keep` (-1: none), itself closed at exec.
  */
-static void close_above_stderr(void) {
-  if (close_range(3, ~0U, 0) == 0) return;
+static void close_above_stderr(int keep) {
+  if (keep < 3 ? close_range(3, ~0U, 0) == 0
+               : (keep == 3 || close_range(3, (unsigned)keep - 1, 0) == 0) &&
+                     close_range((unsigned)keep + 1, ~0U, 0) == 0) {
+    return;
+  }
   struct rlimit files; /* a kernel before 5.9: each possible descriptor, up to a bound */
   rlim_t last = 65536;
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < last) last = files.rlim_cur;
-  for (rlim_t fd = 3; fd < last; fd++) close((int)fd);
+  for (rlim_t fd = 3; fd < last; fd++) {
+    if ((int)fd != keep) close((int)fd);
+  }
 }
 
-/* The job itself, after fork: its own group, signals at default, its streams, then exec. */
-static void start(char **argv, char **env, const char *cwd, int out, int err) {
+/* The job could not be run: says so on `started` (its keeper waits for that or for the exec). */
+static void refuse(int started, int code) {
+  write_all(started, "x", 1);
+  _exit(code);
+}
+
+/*
+ * The job itself, after fork: its own group, signals at default, its streams, then exec; a
+ * failure is told on `started`, which exec closes.
+ */
+static void start(char **argv, char **env, const char *cwd, int out, int err, int started) {
   setpgid(0, 0);
   for (int signo = 1; signo <= SIGRTMAX; signo++) {
     if (signo != SIGKILL && signo != SIGSTOP) signal(signo, SIG_DFL);
@@ -144,21 +160,29 @@ static void start(char **argv, char **env, const char *cwd, int out, int err) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(125);
-  close_above_stderr();
+  if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) refuse(started, 125);
+  close_above_stderr(started);
   for (char **entry = env; *entry != NULL; entry++) putenv(*entry);
   if (cwd != NULL && chdir(cwd) != 0) {
     dprintf(2, "denit: Cannot start \"%s\": work_dir \"%s\": %s\n", argv[0], cwd, strerror(errno));
-    _exit(126);
+    refuse(started, 126);
   }
   execvp(argv[0], argv);
   int failure = errno;
   if (failure == ENOENT) {
     dprintf(2, "denit: Cannot start \"%s\": command not found\n", argv[0]);
-    _exit(127);
+    refuse(started, 127);
   }
   dprintf(2, "denit: Cannot start \"%s\": %s\n", argv[0], strerror(failure));
-  _exit(126);
+  refuse(started, 126);
+}
+
+/* The job's end, from its wait status. */
+static void record_end(struct state *s, int status, long long oom_before) {
+  s->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  s->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  s->oom = s->signal == SIGKILL && oom_killed(oom_before);
+  s->finished = now_ms(CLOCK_REALTIME);
 }
 
 /*
@@ -240,8 +264,10 @@ static long long cancel(pid_t pgid) {
 static int keep(char **argv, char **env, const char *cwd, long long cap) {
   int out_file = open_spool("out", O_WRONLY | O_CREAT | O_TRUNC);
   int err_file = open_spool("err", O_WRONLY | O_CREAT | O_TRUNC);
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return 125;
+  int out[2], err[2], started[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(started, O_CLOEXEC) != 0) {
+    return 125;
+  }
   /* Every signal is blocked (SIGKILL aside), and only SIGCHLD and SIGUSR1 are read: a stop
    * signal meant for the job (denit's leftovers' stop, a signal passed on, `kill -1`) must not
    * end its keeper first, or the job's output and status go with it. */
@@ -258,10 +284,25 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
   long long oom_before = oom_kills();
   struct state s = {.pid = fork(), .keeper = getpid(), .exit_code = -1};
   if (s.pid < 0) return 125;
-  if (s.pid == 0) start(argv, env, cwd, out[1], err[1]);
+  if (s.pid == 0) start(argv, env, cwd, out[1], err[1], started[1]);
   setpgid(s.pid, s.pid); /* the child does the same: whichever comes first, the group exists */
   close(out[1]);
   close(err[1]);
+  close(started[1]);
+  /* Until the exec or its failure: a job that could not be run is recorded as ended (127 or
+   * 126) before the service hears its pid, so that Run answers with that. */
+  char told;
+  ssize_t n;
+  while ((n = read(started[0], &told, 1)) < 0 && errno == EINTR) {
+  }
+  close(started[0]);
+  int reaped = 0, status;
+  if (n == 1) {
+    while (waitpid(s.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    record_end(&s, status, oom_before);
+    reaped = 1;
+  }
   char adj[64];
   snprintf(adj, sizeof adj, "/proc/%d/oom_score_adj", (int)s.pid);
   int fd = open(adj, O_WRONLY | O_CLOEXEC); /* the OOM killer's first pick, before the service */
@@ -270,7 +311,7 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
     close(fd);
   }
   /* Twice: the state, then its spare, both made while the disk has room. */
-  int saved = save(&s) == 0 && save(&s) == 0, reaped = 0;
+  int saved = save(&s) == 0 && save(&s) == 0;
   printf("pid %d\n", (int)s.pid);
   fflush(stdout);
   close(1);
@@ -303,16 +344,12 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
     while (read(sfd, &info, sizeof info) > 0) {
       if (info.ssi_signo == SIGUSR1 && deadline < 0) deadline = cancel(s.pid);
     }
-    int status;
     pid_t gone;
     while ((gone = waitpid(-1, &status, WNOHANG)) > 0 || (gone < 0 && errno == EINTR)) {
       if (gone < 0) continue;
       if (gone != s.pid) continue; /* an orphan of the job's, adopted: reaped here */
       reaped = 1;
-      s.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      s.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-      s.oom = s.signal == SIGKILL && oom_killed(oom_before);
-      s.finished = now_ms(CLOCK_REALTIME);
+      record_end(&s, status, oom_before);
       saved = 0;
     }
     children = !(gone < 0 && errno == ECHILD);
@@ -345,7 +382,7 @@ int keep_main(int argc, char **argv) {
     else return 2;
   }
   if (at + 1 >= argc) return 2;
-  close_above_stderr(); /* the keeper needs none of the service's descriptors either */
+  close_above_stderr(-1); /* the keeper needs none of the service's descriptors either */
   /* Out of the service's hands: the process the service started exits at once. */
   pid_t self = fork();
   if (self < 0) {

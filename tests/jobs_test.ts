@@ -531,8 +531,17 @@ Deno.test("jobs: denit job run -f, follow, logs, cancel and list; clear errors",
     assertEquals(usage.code, 2);
     assertMatch(usage.stderr, /^denit job: Unknown job command "frob"\n/);
     const none = await run([...DENIT, "job", "--socket", `${s.dir}/nothing.sock`, "list"]);
-    assertEquals(none.code, 125, none.stderr);
-    assertMatch(none.stderr, /^denit job: UNAVAILABLE: /);
+    assertEquals([none.code, none.stdout], [125, ""]);
+    assertMatch(
+      none.stderr,
+      /^denit job: no job service answers at ".*\/nothing.sock" \(ENOENT\): it is the --jobs-socket of a running denit; give its path with --socket or DENIT_JOBS_SOCKET \(from another container: through denit bridge\)\n$/,
+    );
+    // A command that cannot be run: Run says so, with the shell's codes.
+    const missing = await job("run", "--", "/nonexistent");
+    assertEquals(missing.code, 127, missing.stderr);
+    assertMatch(missing.stdout, /^\S+ failed pid=\d+ exit=127\n$/);
+    const notDirectory = await job("run", "--", "/");
+    assertEquals(notDirectory.code, 126, notDirectory.stderr);
   } finally {
     await s.stop();
   }

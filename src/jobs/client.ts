@@ -30,7 +30,8 @@ export const JOB_HELP = `${USAGE}
 Talks to the job service of a denit started with --jobs-socket (gRPC on a Unix socket).
 
   denit job run [--id ID] [--workdir DIR] [--env KEY=VALUE]... [-f] -- COMMAND [ARGS...]
-      start COMMAND as a job (its own process group, no shell); prints the job.
+      start COMMAND as a job (its own process group, no shell); prints the job;
+      exit 127 (not found) or 126 when COMMAND cannot be run.
       Runs nothing if a job with this ID exists. -f: print its output, then exit
       with its exit code (128+N for signal N).
   denit job follow ID      print the job's status at each change until it ends; exit
@@ -38,8 +39,8 @@ Talks to the job service of a denit started with --jobs-socket (gRPC on a Unix s
   denit job logs [-f] ID   print the job's stdout and stderr (to stdout and stderr); -f:
                            until its output ends, reconnecting where it left off
   denit job cancel [--grace DURATION] ID
-                           TERM to its process group, KILL after DURATION (default 10s);
-                           returns once every process of the group is gone
+                           TERM to every process of the job, KILL after DURATION
+                           (default 10s); returns once every one is gone
   denit job list           every job: id, status, exit code, pid, start, end, command
 
 Options:
@@ -83,9 +84,20 @@ class CallFailed extends Error {
   }
 }
 
-function failure(err: grpc.ServiceError): CallFailed {
+function failure(err: grpc.ServiceError, socket: string): CallFailed {
   const unreachable = err.code === grpc.status.UNAVAILABLE ||
     err.code === grpc.status.DEADLINE_EXCEEDED;
+  // grpc-js's "No connection established. Last error: ... connect ENOENT PATH ...": one line
+  // that says what to do.
+  const connect = /connect (E[A-Z]+)/.exec(err.details ?? "")?.[1];
+  if (err.code === grpc.status.UNAVAILABLE && connect !== undefined) {
+    return new CallFailed(
+      `no job service answers at "${socket}" (${connect}): it is the --jobs-socket of a ` +
+        `running denit; give its path with --socket or DENIT_JOBS_SOCKET (from another ` +
+        `container: through denit bridge)`,
+      ExitCode.INTERNAL,
+    );
+  }
   return new CallFailed(
     `${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`,
     unreachable ? ExitCode.INTERNAL : ExitCode.FAILED,
@@ -137,7 +149,7 @@ function unary<T>(
             ExitCode.INTERNAL,
           ),
         );
-      } else if (err !== null) reject(failure(err));
+      } else if (err !== null) reject(failure(err, reach.socket));
       else if (value === undefined) reject(new CallFailed("empty answer", ExitCode.INTERNAL));
       else resolve(value);
     });
@@ -195,10 +207,10 @@ async function resumable<T>(
       stream.on("end", () => void chain.then(() => resolve(null)));
     });
     if (result === null) return;
-    if (result.code !== grpc.status.UNAVAILABLE) throw failure(result);
+    if (result.code !== grpc.status.UNAVAILABLE) throw failure(result, reach.socket);
     lostAt ??= performance.now();
     sayWaiting(reach, `the job service at ${reach.socket} cannot be reached`);
-    if (performance.now() - lostAt > reach.waitMs) throw failure(result);
+    if (performance.now() - lostAt > reach.waitMs) throw failure(result, reach.socket);
     await sleep(200);
   }
 }
@@ -393,7 +405,8 @@ async function runJob(argv: readonly string[], settings: Settings, reach: Reach)
   const job = await unary<JobMessage>(reach, (o, cb) => reach.client().Run(request, o, cb));
   if (!settings.flag("follow")) {
     printOut(describeJob(job));
-    return ExitCode.OK;
+    // A job that could not be run has ended already (127: not found, 126: not runnable).
+    return job.status === "RUNNING" ? ExitCode.OK : jobCode(job);
   }
   await printLogs(reach, job.id, true);
   return jobCode(await followStatus(reach, job.id, false));
