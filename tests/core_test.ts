@@ -167,7 +167,8 @@ for (const mode of MODES) {
       const status = await proc.status();
       const elapsed = performance.now() - started;
       assertEquals(status.code, 137, status.stderr);
-      assertOk(elapsed >= 1000 && elapsed < 1800, `the stop took ${elapsed.toFixed(0)} ms`);
+      // Sooner than the grace and the kill-after it replaces (1 s + 3 s); the line says which.
+      assertOk(elapsed >= 1000 && elapsed < 4000, `the stop took ${elapsed.toFixed(0)} ms`);
       assertMatch(status.stderr, /warn: grace period of 1s expired: SIGKILL to \d+ \(sleep\)/);
     } finally {
       await proc.stop();
