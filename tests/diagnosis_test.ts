@@ -32,7 +32,7 @@ import {
   parseMountInfo,
   readOomGroup,
 } from "../src/supervise/cgroup.ts";
-import { explainExit } from "../src/supervise/cause.ts";
+import { explainExit, OOM_COUNT_SETTLE_MS, OomLedger } from "../src/supervise/cause.ts";
 import { formatReport, MAX_REPORT_BYTES } from "../src/supervise/termination.ts";
 import { formatJsonLine, lineBytes, MAX_LINE_BYTES } from "../src/common/log.ts";
 
@@ -446,6 +446,57 @@ Deno.test({
     );
   },
 });
+
+/**
+ * The orders the kernel's OOM-kill count and denit's reaping can come in, forced: each row is a
+ * sequence of events (t: ms) and whether the child's SIGKILL at its end is the OOM killer's.
+ */
+const OOM_ORDERS: ReadonlyArray<{
+  name: string;
+  events: ReadonlyArray<[string, number, number?]>;
+  oom: boolean;
+}> = [
+  { name: "the child's own OOM kill", events: [["taken", 0, 0], ["child", 10, 1]], oom: true },
+  { name: "a kill -9, nothing counted", events: [["taken", 0, 0], ["child", 10, 0]], oom: false },
+  {
+    name: "another's OOM kill, counted before its reaping",
+    events: [["taken", 0, 0], ["taken", 5, 1], ["other", 6], ["child", 1000, 1]],
+    oom: false,
+  },
+  {
+    name: "another's OOM kill, counted after its reaping and read again",
+    events: [["taken", 0, 0], ["other", 5], ["taken", 20, 1], ["child", 1000, 1]],
+    oom: false,
+  },
+  {
+    name: "another's OOM kill, reaped; a kill -9 of the child before the count was read again",
+    events: [["taken", 0, 0], ["other", 5], ["child", 30, 1]],
+    oom: false,
+  },
+  {
+    name: "another's OOM kill, then the child's own",
+    events: [["taken", 0, 0], ["other", 5], ["child", 30, 2]],
+    oom: true,
+  },
+  {
+    name: "another's kill -9 (no rise comes), then long after, the child's OOM kill",
+    events: [["taken", 0, 0], ["other", 5], ["child", 5 + OOM_COUNT_SETTLE_MS, 1]],
+    oom: true,
+  },
+];
+
+for (const { name, events, oom } of OOM_ORDERS) {
+  Deno.test(`exit cause, the OOM count's order forced: ${name}`, () => {
+    const ledger = new OomLedger();
+    let blamed: boolean | null = null;
+    for (const [event, at, count = 0] of events) {
+      if (event === "taken") ledger.taken(count, at);
+      else if (event === "other") ledger.otherKilled(at);
+      else blamed = ledger.childKilled(count, at);
+    }
+    assertEquals(blamed, oom);
+  });
+}
 
 Deno.test({
   name: "exit cause: an earlier OOM kill of another process is not blamed for the child's SIGKILL",

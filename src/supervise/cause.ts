@@ -73,3 +73,52 @@ export function explainExit(facts: ExitFacts): Explanation {
     text: `${killed}: not sent by denit (the child, its own kin, or the kernel)`,
   };
 }
+
+/**
+ * How long after another process was reaped, killed by SIGKILL, the OOM-kill count may still
+ * rise for it: the kernel counts a kill after it sent the SIGKILL, and its victim can be
+ * reaped in between.
+ */
+export const OOM_COUNT_SETTLE_MS = 500;
+
+/**
+ * Which rises of the memory cgroup's OOM-kill count are the child's: they are taken while the
+ * child lives; a rise that comes late for another process denit reaped after a SIGKILL is that
+ * process's, whatever the order the kernel's count and denit's reaping came in.
+ */
+export class OomLedger {
+  #before: number | null = null;
+  /** When each other process killed by SIGKILL was reaped, its rise not yet seen. */
+  #unsettled: number[] = [];
+
+  /** The count read while the child lives and is not on its way out: none of it is the child's. */
+  taken(count: number | null, nowMs: number): void {
+    if (count === null) return;
+    this.#expire(nowMs);
+    const rise = this.#before === null ? 0 : count - this.#before;
+    this.#unsettled.splice(0, Math.max(0, rise));
+    this.#before = count;
+  }
+
+  /** Another process was reaped, killed by SIGKILL: the OOM killer's count may rise for it. */
+  otherKilled(nowMs: number): void {
+    this.#unsettled.push(nowMs);
+  }
+
+  /** Whether some reaped process's rise may still come (then the count is read again). */
+  unsettled(nowMs: number): boolean {
+    this.#expire(nowMs);
+    return this.#unsettled.length > 0;
+  }
+
+  /** The child died of SIGKILL with the count at `count`: whether the OOM killer's was it. */
+  childKilled(count: number | null, nowMs: number): boolean {
+    if (count === null || this.#before === null) return false;
+    this.#expire(nowMs);
+    return count - this.#before > this.#unsettled.length;
+  }
+
+  #expire(nowMs: number): void {
+    this.#unsettled = this.#unsettled.filter((at) => nowMs - at < OOM_COUNT_SETTLE_MS);
+  }
+}

@@ -59,7 +59,7 @@ import {
   type ZombieReport,
   zombieWarning,
 } from "./zombies.ts";
-import { explainExit, type Explanation } from "./cause.ts";
+import { explainExit, type Explanation, OomLedger } from "./cause.ts";
 import {
   findMemoryCgroup,
   type MemoryCgroup,
@@ -77,6 +77,8 @@ const SWEEP_INTERVAL_MS = 20;
 const REAP_RETRY_MS = 100;
 /** How often `--drain-while` checks whether a held stop may go on. */
 const DRAIN_INTERVAL_MS = 250;
+/** How often the OOM-kill count is read while a reaped process's rise may still come. */
+const OOM_SETTLE_POLL_MS = 10;
 /** Descriptors held back for /proc; several: another thread may take a freed one first. */
 const RESERVED_DESCRIPTORS = 4;
 
@@ -163,7 +165,7 @@ export class Supervisor {
    * The OOM-kill count before the child's end (#refreshOomCount): the child's SIGKILL is the OOM
    * killer's only if it rose since, so an earlier OOM kill is not blamed on a later kill -9.
    */
-  #oomKillsBefore: number | null = null;
+  readonly #oomKills = new OomLedger();
   #memoryFacts: MemoryFacts | null = null;
   #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
   #exitedAtMs: number | null = null;
@@ -473,7 +475,7 @@ export class Supervisor {
       this.#log.debug("reaped", { count: round.reaped, child: round.child !== null });
     }
     if (round.errno !== 0) this.#log.warn("waitpid failed", { errno: round.errno });
-    if (round.child === null && round.othersKilled > 0) this.#refreshOomCount();
+    if (round.othersKilled > 0) void this.#otherKilled(round.othersKilled);
     if (round.child !== null) {
       this.#termGroup();
       this.#spawner?.close();
@@ -515,8 +517,7 @@ export class Supervisor {
     // Read only for a SIGKILL, the OOM killer's signal: an ordinary exit costs no read.
     const killed = status.kind === "signaled" && status.signo === SIGKILL;
     const oomNow = killed && this.#memory !== null ? readOomKills(this.#memory) : null;
-    const oomKilled = oomNow !== null && this.#oomKillsBefore !== null &&
-      oomNow > this.#oomKillsBefore;
+    const oomKilled = killed && this.#oomKills.childKilled(oomNow, performance.now());
     const memoryLimit = oomKilled && this.#memory !== null ? readMemoryLimit(this.#memory) : null;
     const explanation = explainExit({
       status,
@@ -574,7 +575,23 @@ export class Supervisor {
     const state = this.#state;
     const running = state.name === "running" || state.name === "stopping";
     if (running && isEnding(state.pid)) return;
-    this.#oomKillsBefore = count;
+    this.#oomKills.taken(count, performance.now());
+  }
+
+  /**
+   * Other processes were reaped, killed by SIGKILL: the count is read again until their rises
+   * came or cannot come any more (OOM_COUNT_SETTLE_MS), so that none is taken for the child's.
+   */
+  async #otherKilled(count: number): Promise<void> {
+    if (this.#memory === null) return;
+    for (let i = 0; i < count; i++) this.#oomKills.otherKilled(performance.now());
+    this.#refreshOomCount();
+    while (!this.#finished && this.#oomKills.unsettled(performance.now())) {
+      await new Promise((resolve) => setTimeout(resolve, OOM_SETTLE_POLL_MS));
+      if (this.#state.name === "running" || this.#state.name === "stopping") {
+        this.#refreshOomCount();
+      }
+    }
   }
 
   /** Why the child ended, once it did. */
