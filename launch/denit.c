@@ -69,6 +69,13 @@ static const char *const RUN[] = {"run", "--quiet", "--no-config", "--no-lock", 
 
 #define COUNT(array) (sizeof array / sizeof *array)
 
+/*
+ * The open-file limit the runtime needs: it raises its soft limit to the hard one and fails
+ * below about 15 descriptors (an import, a signalfd); this leaves room for the health endpoint
+ * and the job service.
+ */
+#define MIN_OPEN_FILES 32
+
 static int fail(const char *what, const char *detail) {
   fprintf(stderr, "denit: %s %s: %s\n", what, detail, strerror(errno));
   return 125;
@@ -297,6 +304,14 @@ int main(int argc, char **argv) {
     return 125;
   }
   if (access(bundle, R_OK) != 0) return fail("cannot read", bundle);
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_max < MIN_OPEN_FILES) {
+    fprintf(stderr,
+            "denit: the open-file limit is %llu, and the runtime needs %d: raise it (ulimit -n, "
+            "docker run --ulimit nofile=1024)\n",
+            (unsigned long long)files.rlim_max, MIN_OPEN_FILES);
+    return 125;
+  }
   int saved_stderr = -1;
   pid_t relay = -1;
   if (isatty(STDERR_FILENO)) {

@@ -47,7 +47,7 @@ static char *trim(char *text) {
   return text;
 }
 
-/* "HOST:PORT", ":PORT" or "[V6]:PORT"; 0, or -1. */
+/* "HOST:PORT", ":PORT" or "[V6]:PORT"; 0, -1, or -2 for a HOST that is a name (no resolver). */
 static int parse_address(const char *given, struct request *r) {
   char text[300];
   snprintf(text, sizeof text, "%s", given);
@@ -69,6 +69,9 @@ static int parse_address(const char *given, struct request *r) {
              strlen(s)) {
     return -1;
   }
+  if (strcmp(s, "localhost") == 0) s = "127.0.0.1";
+  unsigned char ip[sizeof(struct in6_addr)];
+  if (*s != '\0' && inet_pton(AF_INET, s, ip) != 1 && inet_pton(AF_INET6, s, ip) != 1) return -2;
   snprintf(r->host, sizeof r->host, "%s", *s == '\0' ? "::" : s);
   return 0;
 }
@@ -271,11 +274,15 @@ int probe_main(int argc, char **argv) {
   }
   if (addr == NULL) addr = getenv("DENIT_HEALTH_ADDR");
   char check[1100];
-  if (addr != NULL && (snprintf(check, sizeof check, "%s", addr), *trim(check) != '\0') &&
-      parse_address(addr, &r) != 0) {
+  int parsed = addr != NULL && (snprintf(check, sizeof check, "%s", addr), *trim(check) != '\0')
+                   ? parse_address(addr, &r)
+                   : 0;
+  if (parsed != 0) {
     snprintf(message, sizeof message,
-             "Invalid address \"%s\": use HOST:PORT, :PORT or [V6]:PORT (from %s)", addr,
-             addr_from);
+             parsed == -2 ? "Invalid address \"%s\": HOST must be an IP address such as 127.0.0.1 "
+                            "or ::1, or localhost (the probe resolves no names) (from %s)"
+                          : "Invalid address \"%s\": use HOST:PORT, :PORT or [V6]:PORT (from %s)",
+             addr, addr_from);
     return usage(message);
   }
   if (path != NULL && (snprintf(check, sizeof check, "%s", path), *trim(check) != '\0')) {

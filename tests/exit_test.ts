@@ -146,6 +146,26 @@ Deno.test("usage errors exit 2 with one line, the usage line and a --help pointe
   }
 });
 
+Deno.test("configuration errors follow --log-format json and escape control characters", async () => {
+  for (const [args, env, message] of BAD_INPUTS) {
+    const result = await run([...DENIT, ...args], { env: { ...env, DENIT_LOG_FORMAT: "json" } });
+    assertEquals([result.code, result.stdout], [2, ""], `denit ${args.join(" ")}`);
+    const lines = result.stderr.trimEnd().split("\n");
+    assertEquals(lines.length, 1, result.stderr);
+    const line = JSON.parse(lines[0] ?? "");
+    assertEquals([line.level, line.logger], ["error", "denit"]);
+    assertMatch(line.message, message);
+  }
+  const odd = "x\ny\x1b[1m";
+  const text = await run([...DENIT, "--user", odd, "--", "true"]);
+  assertEquals([text.code, text.stderr], [
+    2,
+    'denit: Unknown user "x\\ny\\x1b[1m": not in /etc/passwd\n',
+  ]);
+  const json = await run([...DENIT, "--log-format", "json", "--user", odd, "--", "true"]);
+  assertEquals(JSON.parse(json.stderr).message, `Unknown user "${odd}": not in /etc/passwd`);
+});
+
 Deno.test("--help and --version exit 0 on stdout", async () => {
   const help = await run([...DENIT, "--help"]);
   assertEquals(help.code, 0);

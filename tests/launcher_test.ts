@@ -211,3 +211,12 @@ Deno.test("started without the launcher, denit does not supervise: 125 and one l
   // Help needs no launcher.
   assertEquals((await run([DENO, "run", "-A", `${ROOT}dist/denit.js`, "--version"])).code, 0);
 });
+
+Deno.test("an open-file limit the runtime cannot start under is one line and exit 125", async () => {
+  const result = await run(["prlimit", "--nofile=12:12", ...DENIT, "--", "true"]);
+  assertEquals([result.code, result.stdout, result.stderr], [
+    125,
+    "",
+    "denit: the open-file limit is 12, and the runtime needs 32: raise it (ulimit -n, docker run --ulimit nofile=1024)\n",
+  ]);
+});

@@ -109,6 +109,7 @@ Deno.test("probe: bad options are one line, the usage and exit 2", async () => {
     [["--timeout", "0"], /Invalid timeout "0": it must be above 0 \(from --timeout\)/],
     [["--timeout", "soon"], /Invalid duration "soon"/],
     [["--health-addr", "nowhere"], /Invalid address "nowhere"/],
+    [["--health-addr", "example:7623"], /"example:7623": HOST must be an IP address such as/],
     [["extra"], /Unexpected argument "extra": probe takes options only/],
     [["--bogus"], /--bogus/],
   ];

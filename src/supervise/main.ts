@@ -7,7 +7,15 @@ import { formatAddress } from "../common/address.ts";
 import { formatDrainCheck } from "../common/ready.ts";
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
-import { createLogger, type Logger, printErr, printOut } from "../common/log.ts";
+import {
+  createLogger,
+  escapeControls,
+  formatJsonLine,
+  type LogFormat,
+  type Logger,
+  printErr,
+  printOut,
+} from "../common/log.ts";
 import type { HealthHandle, HealthStarter } from "../common/snapshot.ts";
 import type { Launch } from "../sys/launch.ts";
 import { blockedSignals, SignalReader, unblockable } from "../sys/signals.ts";
@@ -46,6 +54,31 @@ function nameProcess(): void {
   }
 }
 
+/** The log format asked for, read without the rest of the command line (which may be wrong). */
+function askedFormat(args: readonly string[]): LogFormat {
+  let format = Deno.env.get("DENIT_LOG_FORMAT");
+  for (let i = 0; i < args.length && args[i] !== "--"; i++) {
+    const arg = args[i] ?? "";
+    if (arg === "--log-format") format = args[i + 1];
+    else if (arg.startsWith("--log-format=")) format = arg.slice("--log-format=".length);
+  }
+  return format === "json" ? "json" : "text";
+}
+
+/**
+ * A configuration error before anything runs: one line in the log format asked for (a log
+ * pipeline sees JSON then too), control characters escaped; exit 2.
+ */
+function configError(message: string, args: readonly string[], usage: boolean): number {
+  if (askedFormat(args) === "json") {
+    printErr(formatJsonLine(Deno.pid, "error", message, usage ? { usage: USAGE_LINE } : {}));
+  } else {
+    const hint = usage ? `\n${USAGE_LINE}\nTry 'denit --help' for more information.` : "";
+    printErr(`denit: ${escapeControls(message)}${hint}`);
+  }
+  return ExitCode.USAGE;
+}
+
 /** Runs denit with the given arguments (without the program name); resolves to the exit code. */
 export async function superviseMain(
   args: readonly string[],
@@ -58,8 +91,7 @@ export async function superviseMain(
     invocation = parseInvocation(args, Deno.env.toObject());
   } catch (err: unknown) {
     if (!(err instanceof UsageError)) throw err;
-    printErr(`denit: ${err.message}\n${USAGE_LINE}\nTry 'denit --help' for more information.`);
-    return ExitCode.USAGE;
+    return configError(err.message, args, true);
   }
   if (invocation.kind === "help") {
     printOut(HELP);
@@ -90,8 +122,7 @@ export async function superviseMain(
       checkCanChangeUser(config.user);
     } catch (err: unknown) {
       if (!(err instanceof RangeError)) throw err;
-      printErr(`denit: ${err.message}`);
-      return ExitCode.USAGE;
+      return configError(err.message, args, false);
     }
   }
   const log = createLogger(config.logLevel, Deno.pid, config.logFormat);
