@@ -700,6 +700,42 @@ Deno.test("jobs: a full spool: the job that filled it ends, recorded and marked;
   }
 });
 
+Deno.test({
+  name:
+    "jobs: a user that is not root and may not make the socket's directory is told the one thing to do",
+  ignore: Deno.uid() !== 0,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-nonroot-" });
+    try {
+      await Deno.chmod(dir, 0o755); // root's, not writable by uid 65532
+      const spool = `${dir}/spool`;
+      await Deno.mkdir(spool, { mode: 0o700 });
+      await Deno.chown(spool, 65532, 65532);
+      const asUser = ["setpriv", "--reuid", "65532", "--regid", "65532", "--clear-groups"];
+      const denied = await run([
+        ...asUser,
+        ...DENIT,
+        "-s",
+        "--jobs-socket",
+        `${dir}/run/jobs.sock`,
+        "--jobs-spool",
+        spool,
+        "--",
+        "sh",
+        "-c",
+        "echo ran",
+      ]);
+      assertEquals([denied.code, denied.stdout], [125, ""], denied.stderr);
+      assertMatch(
+        denied.stderr,
+        /Cannot serve jobs on ".*\/run\/jobs.sock": .*Permission denied.*; as uid 65532, give denit a directory of its own there \(docker run --tmpfs .*\/run:uid=65532,mode=0700\) or choose a place it owns\n$/,
+      );
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
 Deno.test("jobs: a socket path that is taken, or not a socket, fails before the child runs", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-jobs-" });
   try {

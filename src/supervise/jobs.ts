@@ -20,7 +20,7 @@ import {
 } from "../common/job_paths.ts";
 import { parseState, stillRuns } from "../common/job_state.ts";
 import type { Logger } from "../common/log.ts";
-import { launcherPath } from "../common/paths.ts";
+import { dirname, launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { UnixListener } from "../sys/listener.ts";
 import { readNoFollow } from "../sys/spool.ts";
@@ -78,6 +78,21 @@ function runningJobs(dir: string): number {
   return running;
 }
 
+/**
+ * What a user that is not root does about a place it may not use: the one thing, said in the
+ * error line ("" for another error, or for root).
+ */
+function nonRootHint(err: unknown, dir: string): string {
+  const uid = Deno.uid();
+  let denied = false;
+  for (let at: unknown = err; at instanceof Error && !denied; at = at.cause) {
+    denied = at instanceof Deno.errors.PermissionDenied;
+  }
+  if (uid === 0 || uid === null || !denied) return "";
+  return `; as uid ${uid}, give denit a directory of its own there (docker run --tmpfs ` +
+    `${dir}:uid=${uid},mode=0700) or choose a place it owns`;
+}
+
 /** Runs the job service's process. */
 export class JobHost {
   readonly #settings: JobsSettings;
@@ -129,7 +144,8 @@ export class JobHost {
       // This run's directory too: a spool that cannot hold it (read-only) fails here, once.
       prepareTrustedDirectory(runDirectory(spool, Deno.pid), "job spool:");
     } catch (err: unknown) {
-      throw new Error(`Cannot keep jobs in "${spool}": ${errorLine(err)}`, { cause: err });
+      const hint = nonRootHint(err, spool);
+      throw new Error(`Cannot keep jobs in "${spool}": ${errorLine(err)}${hint}`, { cause: err });
     }
     let listener: UnixListener;
     try {
@@ -139,7 +155,10 @@ export class JobHost {
       await prepareSocketPath(socket);
       listener = UnixListener.bind(socket);
     } catch (err: unknown) {
-      throw new Error(`Cannot serve jobs on "${socket}": ${errorLine(err)}`, { cause: err });
+      const hint = nonRootHint(err, dirname(socket));
+      throw new Error(`Cannot serve jobs on "${socket}": ${errorLine(err)}${hint}`, {
+        cause: err,
+      });
     }
     this.#listener = listener;
     void this.#keepServing(listener);
