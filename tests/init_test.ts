@@ -88,3 +88,27 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "init: a volume too small for denit's files gets no launcher (no half install that cannot start)",
+  ignore: Deno.uid() !== 0,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "denit-init-full-" });
+    const mounted = await run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir]);
+    assertEquals(mounted.code, 0, mounted.stderr);
+    try {
+      await Deno.mkdir(`${dir}/shared`);
+      const result = await run([...DENIT, "init", `${dir}/shared`]);
+      assertEquals(result.code, 1, result.stderr);
+      assertMatch(
+        result.stderr,
+        /^denit init: Cannot write ".*\/deno": No space left on device\n$/,
+      );
+      assertOk(!names(`${dir}/shared`).includes("denit"), names(`${dir}/shared`).join(" "));
+    } finally {
+      await run(["umount", dir]);
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

@@ -45,11 +45,12 @@ function rootsFor(sources: readonly string[]): Root[] {
 }
 
 /**
- * What `denit init` copies: the files of the form denit runs in (the launcher, the runtime and
- * the bundles, beside one another). A bundle half that is missing here is missing there too:
- * what needs it fails in one line.
+ * What `denit init` copies: the files of the form denit runs in (the runtime, the bundles and
+ * the launcher, beside one another), the launcher apart: it is copied last, so that a copy that
+ * fails on the way (a full disk) leaves no new launcher beside what it could not copy. A bundle
+ * half that is missing here is missing there too: what needs it fails in one line.
  */
-function initRoots(): Root[] {
+function initRoots(): { launcher: Root; rest: Root[] } {
   const here = dirname(Deno.execPath());
   const code = dirname(new URL(Deno.mainModule).pathname);
   const root = (dir: string, name: string): Root => ({
@@ -65,11 +66,10 @@ function initRoots(): Root[] {
       return false; // not beside this bundle: not copied
     }
   });
-  return [
-    root(here, "denit"),
-    root(here, "deno"),
-    ...["denit.js", ...halves].map((name) => root(code, name)),
-  ];
+  return {
+    launcher: root(here, "denit"),
+    rest: [root(here, "deno"), ...["denit.js", ...halves].map((name) => root(code, name))],
+  };
 }
 
 function plural(n: number, one: string, many: string): string {
@@ -219,7 +219,8 @@ export async function copyMain(args: readonly string[]): Promise<number> {
   try {
     const roots = rootsFor(invocation.sources);
     if (invocation.mode === "copy") return await execute(invocation, roots);
-    const code = await execute(invocation, [...initRoots(), ...roots]);
+    const { launcher, rest } = initRoots();
+    const code = await execute(invocation, [...rest, ...roots, launcher]);
     const entrypoint = [join(resolve(invocation.dest), "denit"), "--"];
     if (!invocation.dryRun) printOut(`entrypoint: ${JSON.stringify(entrypoint)}`);
     return code;
