@@ -33,6 +33,7 @@ import {
   readOomGroup,
 } from "../src/supervise/cgroup.ts";
 import { explainExit, OOM_COUNT_SETTLE_MS, OomLedger } from "../src/supervise/cause.ts";
+import { scanZombies } from "../src/supervise/zombies.ts";
 import { formatReport, MAX_REPORT_BYTES } from "../src/supervise/termination.ts";
 import { formatJsonLine, lineBytes, MAX_LINE_BYTES } from "../src/common/log.ts";
 
@@ -962,22 +963,24 @@ Deno.test("zombies denit cannot reap: /status, the gauge, and one warn line a mi
       checkedAt: string | null;
     };
   };
-  const scan = async (after: string | null): Promise<Doc> => {
-    // The scan runs every 5 s: wait for one that ended after `after`.
-    for (const deadline = Date.now() + 8000; Date.now() < deadline;) {
+  const scan = async (after: string | null, counted = 0): Promise<Doc> => {
+    // The scan runs every 5 s, and counts a zombie the scan before saw too: wait for one that
+    // ended after `after` and counted at least `counted`.
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline;) {
       const doc = JSON.parse(await get(port, "/status")) as Doc;
       const at = doc.unreapedZombies.checkedAt;
-      if (at !== null && (after === null || at > after)) return doc;
+      const later = at !== null && (after === null || at > after);
+      if (later && doc.unreapedZombies.count >= counted) return doc;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    throw new Error("no zombie scan in 8 s");
+    throw new Error(`no zombie scan counted ${counted} in 30 s`);
   };
   try {
     await proc.waitFor(/^forked$/);
     const kids = await Deno.readTextFile(`/proc/${proc.child.pid}/task/${proc.child.pid}/children`);
     const python = Number(kids.trim().split(" ")[0]);
     await waitUntil(() => processState(python) === "Z", "python's main thread exit");
-    const first = await scan(null);
+    const first = await scan(null, 3);
     assertEquals(first.unreapedZombies.count, 3, JSON.stringify(first));
     assertEquals(first.unreapedZombies.parents[0]?.name, "python3");
     assertEquals(first.unreapedZombies.parents[0]?.zombies, 3);
@@ -992,6 +995,62 @@ Deno.test("zombies denit cannot reap: /status, the gauge, and one warn line a mi
   const warns = stderr.split("\n").filter((l) => /zombies denit cannot reap/.test(l));
   assertEquals(warns.length, 1, stderr);
   assertMatch(warns[0] ?? "", /3 zombies denit cannot reap: \d+ \(python3\): 3; .*README/);
+});
+
+Deno.test("a zombie is counted only when the scan before saw it too: one reaped in a moment is not", async () => {
+  // A parent that never waits (python: zombie children of its own), and one that waits a
+  // moment after each child's end, as a keeper or the job service does.
+  const script = [
+    "import os, sys, time",
+    "for _ in range(2):",
+    "    if os.fork() == 0: os._exit(0)",
+    "print('forked', flush=True)",
+    "sys.stdin.readline()",
+    "pid = os.fork()",
+    "if pid == 0: os._exit(0)",
+    "time.sleep(0.5)",
+    "print('young', flush=True)",
+    "sys.stdin.readline()",
+    "os.waitpid(pid, 0)",
+    "print('reaped', flush=True)",
+    "sys.stdin.readline()",
+  ].join("\n");
+  const child = new Deno.Command("python3", {
+    args: ["-c", script],
+    stdin: "piped",
+    stdout: "piped",
+  })
+    .spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const writer = child.stdin.getWriter();
+  const next = async (want: string) => {
+    let text = "";
+    while (!text.includes(want)) text += (await lines.read()).value ?? "";
+  };
+  // Its children in state Z, as /proc shows them.
+  const zombies = () =>
+    Deno.readTextFileSync(`/proc/${child.pid}/task/${child.pid}/children`).trim().split(" ")
+      .filter((pid) => pid !== "" && processState(Number(pid)) === "Z").length;
+  try {
+    await next("forked");
+    await waitUntil(() => zombies() === 2, "two zombies");
+    const first = await scanZombies(Deno.pid);
+    assertEquals(first.total, 0, "counted at first sight");
+    assertEquals(first.seen.size, 2);
+    await writer.write(new TextEncoder().encode("\n"));
+    await next("young");
+    await waitUntil(() => zombies() === 3, "a third zombie");
+    const second = await scanZombies(Deno.pid, undefined, first.seen);
+    assertEquals([second.total, second.seen.size], [2, 3]);
+    await writer.write(new TextEncoder().encode("\n"));
+    await next("reaped");
+    const third = await scanZombies(Deno.pid, undefined, second.seen);
+    assertEquals([third.total, third.seen.size], [2, 2]);
+  } finally {
+    await writer.close();
+    await lines.cancel();
+    await child.status;
+  }
 });
 
 // ---------------------------------------------------------------- -w and log lines

@@ -155,7 +155,7 @@ export class Supervisor {
   #killTimer: KillTimer = "kill-after";
   /** `-w`: reaped orphans, reported; null without it (nothing collected). */
   readonly #reapedLog: ReapedLog | null;
-  #zombies: ZombieReport = { total: 0, parents: [] };
+  #zombies: ZombieReport = { total: 0, parents: [], seen: new Set() };
   #zombieWarnedAtMs = -Infinity;
   #zombiesCheckedAtMs: number | null = null;
   /** Signals sent to the child, each with the one received for it (for the exit cause). */
@@ -423,7 +423,7 @@ export class Supervisor {
   /** Zombies denit cannot reap: counted for /status, a warn line at most once a minute. */
   async #scanZombies(): Promise<void> {
     if (this.#finished) return;
-    const report = await scanZombies(Deno.pid, () => quietDelay(1));
+    const report = await scanZombies(Deno.pid, () => quietDelay(1), this.#zombies.seen);
     if (this.#finished) return;
     this.#zombies = report;
     this.#zombiesCheckedAtMs = Date.now();

@@ -4,8 +4,8 @@
  * - Zombies it cannot reap: a zombie whose parent is alive and not waiting is only that
  *   parent's to reap (the kernel hands it to denit only when the parent dies). A scan every
  *   ZOMBIE_SCAN_MS (of this PID namespace as PID 1, of denit's descendants as a subreaper)
- *   counts them by parent; /status and /metrics show the count, and a warn line (at most one
- *   a minute) names the parent.
+ *   counts by parent those the scan before saw too; /status and /metrics show the count, and a
+ *   warn line (at most one a minute) names the parent.
  * - `-w`: a warn line for each reaped process that is not the main child, at most
  *   REAPED_LINES_PER_SECOND a second; beyond that one summary line a second counts the rest.
  */
@@ -40,27 +40,38 @@ export interface ZombieReport {
   readonly total: number;
   /** The parents with the most zombies, most first. */
   readonly parents: readonly ZombieParent[];
+  /** Every zombie seen (counted or not): the next scan counts those it sees again. */
+  readonly seen: ReadonlySet<number>;
 }
 
-/** Counts zombies whose parent is not denit (`self`), by parent; `pause` between slices. */
+/**
+ * Counts zombies whose parent is not denit (`self`), by parent; `pause` between slices. Only
+ * those `before` (the last scan) saw too are counted: a parent that waits reaps its zombie in
+ * a moment (a job's keeper, the job service), and only one left a whole scan apart is not waited
+ * for.
+ */
 export async function scanZombies(
   self: number = Deno.pid,
   pause: () => Promise<void> = () => Promise.resolve(),
+  before: ReadonlySet<number> = new Set(),
 ): Promise<ZombieReport> {
   const byParent = new Map<number, number>();
+  const seen = new Set<number>();
   const pids = leftovers(self).slice(0, ZOMBIE_SCAN_LIMIT);
   for (let i = 0; i < pids.length; i++) {
     // In slices: the event loop turns between them, so signals wait a slice, not a scan.
     if (i > 0 && i % ZOMBIE_SCAN_SLICE === 0) await pause();
-    const info = describeProcess(pids[i] ?? 0);
+    const pid = pids[i] ?? 0;
+    const info = describeProcess(pid);
     if (info.state !== "Z" || info.ppid === self || info.ppid === 0) continue;
-    byParent.set(info.ppid, (byParent.get(info.ppid) ?? 0) + 1);
+    seen.add(pid);
+    if (before.has(pid)) byParent.set(info.ppid, (byParent.get(info.ppid) ?? 0) + 1);
   }
   const total = [...byParent.values()].reduce((sum, count) => sum + count, 0);
   const parents = [...byParent].sort((a, b) => b[1] - a[1]).slice(0, TOP_PARENTS).map((
     [pid, zombies],
   ) => ({ pid, name: describeProcess(pid).name, zombies }));
-  return { total, parents };
+  return { total, parents, seen };
 }
 
 /** The warn line for a scan that found zombies. */
