@@ -53,6 +53,8 @@ struct state {
 };
 
 static char dir[4096], seq[32];
+/* Written once the state names this keeper: until then it stays the service's grandchild. */
+static int ready_fd = -1;
 static const char *oom_count_file;
 
 /* The memory cgroup's `oom_kill` count (v1 memory.oom_control, v2 memory.events); -1 if none. */
@@ -312,6 +314,8 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
   }
   /* Twice: the state, then its spare, both made while the disk has room. */
   int saved = save(&s) == 0 && save(&s) == 0;
+  write_all(ready_fd, "x", 1);
+  close(ready_fd);
   printf("pid %d\n", (int)s.pid);
   fflush(stdout);
   close(1);
@@ -383,12 +387,23 @@ int keep_main(int argc, char **argv) {
   }
   if (at + 1 >= argc) return 2;
   close_above_stderr(-1); /* the keeper needs none of the service's descriptors either */
-  /* Out of the service's hands: the process the service started exits at once. */
+  /* Out of the service's hands: the process the service started exits once the state names the
+   * keeper (or it failed), so that denit, which adopts it, knows it as its own from the start. */
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return 125;
   pid_t self = fork();
   if (self < 0) {
     fprintf(stderr, "denit job keep: fork: %s\n", strerror(errno));
     return 125;
   }
-  if (self > 0) _exit(0);
+  if (self > 0) {
+    close(ready[1]);
+    char told;
+    while (read(ready[0], &told, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+  }
+  close(ready[0]);
+  ready_fd = ready[1];
   return keep(argv + at + 1, env, cwd, atoll(argv[3]));
 }

@@ -11,6 +11,7 @@ import {
   denitArgv,
   denitForAnyUser,
   denitPid,
+  DENO,
   ECHO,
   exists,
   fifoGate,
@@ -1121,6 +1122,64 @@ for (const mode of MODES) {
     }
   });
 }
+
+/** Every process of session `sid` (its leader's pid), read from /proc. */
+function sessionMembers(sid: number): number[] {
+  const members: number[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(fields[3]) === sid && fields[0] !== "Z") members.push(Number(entry.name));
+    } catch {
+      // gone
+    }
+  }
+  return members;
+}
+
+Deno.test("--kill-orphans: a daemon that re-forks to outlive its TERM, and one on denit's own runtime, are ended; each kill is a line at the default level", async () => {
+  const { dir, path: fifo, open } = await fifoGate("denit-orphans-");
+  // Ignores TERM; every 200 ms forks and exits (a new pid each time, the same session).
+  const refork = "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" +
+    "while True:\n    time.sleep(0.2)\n    if os.fork() > 0: os._exit(0)\n";
+  const child = `(trap "" TERM; setsid python3 -c "$1" & echo "refork $!"); ` +
+    `(setsid "$2" eval "setInterval(() => {}, 1000)" & echo "runtime $!"); ` +
+    `read x < "$0"; exit 7`;
+  const proc = new Running([
+    ...DENIT,
+    "-s",
+    "--kill-orphans=1s",
+    "--",
+    "sh",
+    "-c",
+    child,
+    fifo,
+    refork,
+    DENO,
+  ]);
+  try {
+    const refork = Number(proc.line(await proc.waitFor(/^refork \d+$/)).split(" ")[1]);
+    const runtime = Number(proc.line(await proc.waitFor(/^runtime \d+$/)).split(" ")[1]);
+    await waitUntil(() => sessionMembers(refork).length === 0, "the re-forking daemon ended");
+    await waitUntil(() => sessionMembers(runtime).length === 0, "the orphan on the runtime ended");
+    await open();
+    const result = await proc.status();
+    assertEquals(result.code, 7, result.stderr);
+    assertMatch(
+      result.stderr,
+      /warn: SIGKILL to reparented processes still running after 1s: \d+ \(python3\)/,
+    );
+    assertMatch(
+      result.stderr,
+      /warn: SIGTERM to processes reparented to denit \(--kill-orphans\): \d+ \(deno\)/,
+    );
+  } finally {
+    await proc.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
 
 Deno.test("--kill-orphans is off by default: the daemon lives until the child ends", async () => {
   const { dir, path: fifo, open } = await fifoGate("denit-orphans-");

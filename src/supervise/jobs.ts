@@ -18,7 +18,7 @@ import {
   runDirectory,
   STOPPING_FILE,
 } from "../common/job_paths.ts";
-import { parseState, stillRuns } from "../common/job_state.ts";
+import { type KeeperState, parseState, stillRuns } from "../common/job_state.ts";
 import type { Logger } from "../common/log.ts";
 import { dirname, launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
@@ -62,20 +62,20 @@ function preferAsOomVictim(pid: number): void {
   }
 }
 
-/** The jobs of the run in `dir` whose keepers say they run (each keeper is denit's child). */
-function runningJobs(dir: string): number {
-  let running = 0;
+/** The state lines of the run in `dir` (none if the spool cannot be read). */
+function keeperStates(dir: string): KeeperState[] {
+  const states: KeeperState[] = [];
   try {
     for (const entry of Deno.readDirSync(dir)) {
       if (!/^\d+\.state$/.test(entry.name)) continue;
       const bytes = readNoFollow(`${dir}/${entry.name}`);
       const state = bytes === null ? null : parseState(new TextDecoder().decode(bytes));
-      if (state !== null && stillRuns(state, Deno.pid)) running++;
+      if (state !== null) states.push(state);
     }
   } catch {
-    // The spool cannot be read: none is known to run.
+    // The spool cannot be read: no job is known.
   }
-  return running;
+  return states;
 }
 
 /**
@@ -130,7 +130,20 @@ export class JobHost {
     } catch {
       // Not written yet: no job ran.
     }
-    return this.#servicePid > 0 ? counts : { ...counts, running: runningJobs(dir) };
+    if (this.#servicePid > 0) return counts;
+    const running = keeperStates(dir).filter((state) => stillRuns(state, Deno.pid)).length;
+    return { ...counts, running };
+  }
+
+  /**
+   * denit's own processes: the job service, and the keepers this run's spool names (each keeper
+   * writes its pid in its job's state line before it leaves the service for denit).
+   */
+  own(): Set<number> {
+    const dir = runDirectory(this.#settings.spool, Deno.pid);
+    const pids = new Set(keeperStates(dir).map((state) => state.keeper));
+    if (this.#servicePid > 0) pids.add(this.#servicePid);
+    return pids;
   }
 
   /**

@@ -26,6 +26,8 @@ export interface ProcessInfo {
   readonly state: string;
   /** The process group. */
   readonly pgid: number;
+  /** The session. */
+  readonly sid: number;
   /** The parent (0 when unknown). */
   readonly ppid: number;
   /** When it started (proc(5) field 22): with the pid, its identity; "" when unknown. */
@@ -96,12 +98,14 @@ export function describeProcess(pid: number): ProcessInfo {
       name: stat.name,
       state: stat.field(3) || "?",
       pgid: Number(stat.field(5)),
+      sid: Number(stat.field(6)),
       ppid: Number(stat.field(4)),
       startTime: stat.field(22),
     };
   } catch (err: unknown) {
     throwIfExhausted(err);
-    return { pid, name: "?", state: "?", pgid: 0, ppid: 0, startTime: "" }; // Ended while we looked.
+    // Ended while we looked.
+    return { pid, name: "?", state: "?", pgid: 0, sid: 0, ppid: 0, startTime: "" };
   }
 }
 

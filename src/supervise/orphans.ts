@@ -1,10 +1,12 @@
 /**
  * `--kill-orphans`: a process reparented to denit while the main child runs (a daemon that a CI
- * step left behind, say) gets SIGTERM when found, and SIGKILL GRACE later if it is still there.
- * The kernel says nothing when it reparents a running process, so denit reads its own children
- * (/proc/self/task/TID/children) every ORPHAN_SCAN_MS. Never touched: the main child, every
- * member of its process group, and denit's own processes (the job service and its keepers, whose
- * executable is denit's runtime or launcher).
+ * step left behind, say) gets SIGTERM when found, and SIGKILL GRACE later if it is still there;
+ * one warn line each. The kernel says nothing when it reparents a running process, so denit reads
+ * its own children (/proc/self/task/TID/children) every ORPHAN_SCAN_MS. An orphan is known by its
+ * session and process group, not by its pid alone: one that forks and exits again and again (a
+ * new pid each time) is the same orphan, and gets its SIGKILL when its grace is over. Never
+ * touched: the main child, every member of its process group, and denit's own processes (the
+ * job service and the jobs' keepers, as the job host names them).
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -13,7 +15,6 @@ import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { sendSignal } from "../sys/process.ts";
-import { launcherPath } from "../common/paths.ts";
 import { childrenOf, describeProcess, formatProcesses, type ProcessInfo } from "./leftovers.ts";
 
 /** How often denit looks for processes reparented to it. */
@@ -23,25 +24,17 @@ export const ORPHAN_SCAN_MS = 1000;
 export interface PatrolSettings {
   readonly graceMs: number;
   readonly log: Logger;
-  /** A warn line per process (`-w`); else an info line. */
-  readonly loud: boolean;
   /** The main child's pid while it runs; null once it ended (the patrol stops). */
   readonly mainChild: () => number | null;
   /** Runs a /proc read, freeing a reserved descriptor if none is left (supervisor's #spare). */
   readonly spare: <T>(work: () => T) => T;
+  /** denit's own processes (the job service, the jobs' keepers), read once a scan. */
+  readonly own: () => ReadonlySet<number>;
 }
 
-/**
- * Whether a process is denit's own (the job service, a job's keeper): its executable is denit's
- * runtime or launcher. False when it cannot be told (gone, or mid-exec).
- */
-function isDenitProcess(pid: number): boolean {
-  try {
-    const executable = Deno.readLinkSync(`/proc/${pid}/exe`);
-    return executable === Deno.execPath() || executable === launcherPath();
-  } catch {
-    return false;
-  }
+/** An orphan's family: what a process that forks and exits keeps (its session and group). */
+function familyOf(info: ProcessInfo): string {
+  return `${info.sid}:${info.pgid}`;
 }
 
 /** Finds orphans while the main child runs and stops each once. */
@@ -52,6 +45,8 @@ export class OrphanPatrol {
    * next scan (a member of the child's group may leave it with setsid, a process may exec).
    */
   readonly #seen = new Map<number, string>();
+  /** The families sent SIGTERM, with when their grace ends (performance.now() ms). */
+  readonly #families = new Map<string, number>();
 
   constructor(settings: PatrolSettings) {
     this.#settings = settings;
@@ -73,22 +68,43 @@ export class OrphanPatrol {
   #scan(child: number): void {
     const { spare } = this.#settings;
     const orphans: ProcessInfo[] = [];
+    const overdue: ProcessInfo[] = [];
+    let own: ReadonlySet<number> | null = null;
     for (const pid of spare(() => childrenOf("self"))) {
       if (pid === child) continue;
       const info = spare(() => describeProcess(pid));
       if (info.startTime === "" || this.#seen.get(pid) === info.startTime) continue;
       if (info.state === "Z" || info.pgid === child) continue;
-      if (isDenitProcess(pid)) continue;
+      own ??= this.#settings.own();
+      if (own.has(pid)) continue;
       this.#seen.set(pid, info.startTime);
-      if (sendSignal(pid, SIGTERM).ok) orphans.push(info);
+      const graceEnds = this.#families.get(familyOf(info));
+      if (graceEnds === undefined) {
+        if (sendSignal(pid, SIGTERM).ok) orphans.push(info);
+      } else if (performance.now() >= graceEnds) {
+        // A new pid of a family whose grace is over: it forked to outlive its TERM.
+        if (sendSignal(pid, SIGKILL).ok) overdue.push(info);
+      } else void this.#killLater([info], graceEnds).catch((err) => this.#failed(err));
+    }
+    if (overdue.length > 0) {
+      this.#say(
+        `${signalName(SIGKILL)} to reparented processes still running after ${this.#grace()}`,
+        overdue,
+      );
     }
     if (orphans.length === 0) return;
+    const graceEnds = performance.now() + this.#settings.graceMs;
+    for (const info of orphans) this.#families.set(familyOf(info), graceEnds);
     this.#say(`SIGTERM to processes reparented to denit (--kill-orphans)`, orphans);
-    void this.#killLater(orphans).catch((err: unknown) => this.#failed(err));
+    void this.#killLater(orphans, graceEnds).catch((err: unknown) => this.#failed(err));
   }
 
-  async #killLater(orphans: readonly ProcessInfo[]): Promise<void> {
-    await quietDelay(this.#settings.graceMs);
+  #grace(): string {
+    return formatDuration(this.#settings.graceMs);
+  }
+
+  async #killLater(orphans: readonly ProcessInfo[], graceEnds: number): Promise<void> {
+    await quietDelay(Math.max(0, graceEnds - performance.now()));
     // Only the same processes (pid and start time), and only while the main child runs: after
     // its end the leftover sweep stops every process, these included.
     if (this.#settings.mainChild() === null) return;
@@ -98,9 +114,8 @@ export class OrphanPatrol {
         sendSignal(now.pid, SIGKILL).ok
       );
     if (killed.length === 0) return;
-    const grace = formatDuration(this.#settings.graceMs);
     this.#say(
-      `${signalName(SIGKILL)} to reparented processes still running after ${grace}`,
+      `${signalName(SIGKILL)} to reparented processes still running after ${this.#grace()}`,
       killed,
     );
   }
@@ -110,12 +125,8 @@ export class OrphanPatrol {
     this.#settings.log.error("--kill-orphans failed this time; denit goes on", { error });
   }
 
+  /** One warn line a process: a stopped daemon a step still needed shows at the default level. */
   #say(what: string, processes: readonly ProcessInfo[]): void {
-    const { log, loud } = this.#settings;
-    for (const p of processes) {
-      const line = `${what}: ${formatProcesses([p])}`;
-      if (loud) log.warn(line);
-      else log.info(line);
-    }
+    for (const p of processes) this.#settings.log.warn(`${what}: ${formatProcesses([p])}`);
   }
 }

@@ -687,12 +687,12 @@ export class Supervisor {
     const patrol = new OrphanPatrol({
       graceMs,
       log: this.#log,
-      loud: this.#config.warnReaped,
       mainChild: () => {
         const state = this.#state;
         return state.name === "running" || state.name === "stopping" ? state.pid : null;
       },
       spare: (work) => this.#spare(work),
+      own: () => this.#jobs?.own() ?? new Set(),
     });
     await patrol.run();
   }
