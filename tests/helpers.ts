@@ -16,6 +16,13 @@ export const FIXTURES = `${ROOT}fixtures`;
 export const DENIT: readonly string[] = [Deno.env.get("LANE_DENIT") ?? `${ROOT}dist/denit`];
 
 /**
+ * What every wait of these helpers is multiplied by: 1, or more where denit runs slower than
+ * any test's bound allows for (the arm64 lane sets it: a start under emulation takes seconds).
+ * It bounds waits for events, never a figure a test asserts.
+ */
+export const PATIENCE = Number(Deno.env.get("DENIT_TEST_PATIENCE") ?? "1");
+
+/**
  * A copy of the form in `dir`: the launcher and the bundles named (the runtime linked), so that
  * a test can leave a file out; returns the argv that runs it.
  */
@@ -145,7 +152,7 @@ export async function run(
       // It ended at the deadline's moment: nothing left to kill.
     }
     killPipeHolders(pipes);
-  }, options.timeoutMs ?? 20_000);
+  }, (options.timeoutMs ?? 20_000) * PATIENCE);
   if (options.stdin !== undefined) {
     const writer = child.stdin.getWriter();
     await writer.write(options.stdin);
@@ -263,7 +270,7 @@ export class Running {
     match: RegExp,
     options: { from?: number; timeoutMs?: number } = {},
   ): Promise<number> {
-    const deadline = performance.now() + (options.timeoutMs ?? 15_000);
+    const deadline = performance.now() + (options.timeoutMs ?? 15_000) * PATIENCE;
     for (;;) {
       const index = this.lines.findIndex((line, i) => i >= (options.from ?? 0) && match.test(line));
       if (index >= 0) return index;
@@ -284,7 +291,8 @@ export class Running {
    * The exit status, killing the process (and every process below it) if it takes longer than
    * `timeoutMs`.
    */
-  async status(timeoutMs = 15_000): Promise<Deno.CommandStatus & { stderr: string }> {
+  async status(given = 15_000): Promise<Deno.CommandStatus & { stderr: string }> {
+    const timeoutMs = given * PATIENCE;
     const timer = setTimeout(() => this.#killAll(), timeoutMs);
     try {
       const status = await this.child.status;
@@ -302,7 +310,8 @@ export class Running {
    * Ends the run in order: SIGTERM (denit forwards it and cleans up its leftovers), then
    * SIGKILL if it is still there after `timeoutMs`. Safe after the process exited.
    */
-  async stop(timeoutMs = 5000): Promise<void> {
+  async stop(given = 5000): Promise<void> {
+    const timeoutMs = given * PATIENCE;
     this.kill("SIGTERM");
     const timer = setTimeout(() => this.#killAll(), timeoutMs);
     await this.child.status.catch(() => {/* reported by status(), if the test asked */});
@@ -458,7 +467,7 @@ export async function rawHttp(
   options: { hostname?: string; until?: (text: string) => boolean; timeoutMs?: number } = {},
 ): Promise<string> {
   const conn = await Deno.connect({ hostname: options.hostname ?? "127.0.0.1", port });
-  const timer = setTimeout(() => conn.close(), options.timeoutMs ?? 10_000);
+  const timer = setTimeout(() => conn.close(), (options.timeoutMs ?? 10_000) * PATIENCE);
   const bytes = typeof request === "string" ? new TextEncoder().encode(request) : request;
   let text = "";
   try {
@@ -490,8 +499,9 @@ export async function rawHttp(
 export async function waitUntil(
   predicate: () => boolean,
   what: string,
-  timeoutMs = 15_000,
+  given = 15_000,
 ): Promise<void> {
+  const timeoutMs = given * PATIENCE;
   const deadline = performance.now() + timeoutMs;
   while (!predicate()) {
     if (performance.now() > deadline) {
