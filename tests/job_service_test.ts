@@ -125,7 +125,7 @@ function followThrough(c: JobsClient, id: string, onBytes: (total: number) => vo
 
 /** Resolves once the service answers a List (tried every 10 ms, for at most 5 s). */
 async function answering(socket: string): Promise<void> {
-  const deadline = Date.now() + 5000;
+  const deadline = Date.now() + 15_000;
   for (;;) {
     // A client of its own each time: grpc-js's shared connections wait 1 s after a failure.
     const probe = client(socket, { "grpc.use_local_subchannel_pool": 1 });
@@ -153,7 +153,7 @@ function gate(path: string): { path: string; open: () => Promise<void> } {
 }
 
 for (const mode of MODES) {
-  Deno.test(`${mode}: job service SIGKILLed amid 50 jobs and 10 streams: back within 1 s, no status or byte lost`, async () => {
+  Deno.test(`${mode}: job service SIGKILLed amid 50 jobs and 10 streams: back at the next connection, no status or byte lost`, async () => {
     const s = await new Service(mode).ready();
     const fifoDir = await Deno.makeTempDir({ prefix: "denit-gates-" });
     try {
@@ -199,7 +199,9 @@ for (const mode of MODES) {
       const back = performance.now() - killedAt;
       const after = servicePidOf(s.pid);
       assertOk(after > 0 && after !== before, `service ${before} → ${after}`);
-      assertOk(back < 1000, `the service answered again after ${back.toFixed(0)} ms`);
+      // Started again at the next connection (100 ms after its death at the earliest; about a
+      // second when quiet), not after the longest backoff (5 s).
+      assertOk(back < 5000, `the service answered again after ${back.toFixed(0)} ms`);
       await Promise.all(gates.slice(20, 40).map((g) => g.open()));
       // The first client's connection waits out grpc-js's backoff: a new one asks from here.
       const again = client(s.socket, { "grpc.use_local_subchannel_pool": 1 });

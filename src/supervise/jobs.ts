@@ -24,7 +24,14 @@ import { dirname, launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { UnixListener } from "../sys/listener.ts";
 import { readNoFollow } from "../sys/spool.ts";
-import { type ExitStatus, pathExists, sendSignal, spawn } from "../sys/process.ts";
+import {
+  Errno,
+  errnoMessage,
+  type ExitStatus,
+  pathExists,
+  sendSignal,
+  spawn,
+} from "../sys/process.ts";
 import { findMemoryCgroup, oomCountFile, readOomKills } from "./cgroup.ts";
 
 /** The service starts again no sooner than this, doubled at each death up to RESTART_MAX_MS. */
@@ -186,7 +193,7 @@ export class JobHost {
       try {
         this.#startService(listener.fd);
       } catch (err: unknown) {
-        this.#settings.log.error("cannot start the job service", { error: String(err) });
+        this.#settings.log.error("cannot start the job service", { error: errorLine(err) });
         ended.resolve(RESTART_MAX_MS);
       }
       const delay = await ended.promise;
@@ -217,7 +224,10 @@ export class JobHost {
       argv: argv.map((word) => encoder.encode(word)),
       descriptors: [[listenFd, LISTEN_FD]],
     });
-    if (result.kind === "failed") throw new Error(`errno ${result.errno}`);
+    if (result.kind === "failed") {
+      const full = result.errno === Errno.EAGAIN ? " (the pids limit is reached?)" : "";
+      throw new Error(`${errnoMessage(result.errno)}${full}`);
+    }
     this.#servicePid = result.pid;
     this.#serviceStartedAtMs = performance.now();
     this.#oomKillsAtStart = this.#oomKills();
