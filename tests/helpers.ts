@@ -416,19 +416,25 @@ export function jobsOptions(dir: string): string[] {
   return ["--jobs-socket", `${dir}/jobs.sock`, "--jobs-spool", `${dir}/spool`];
 }
 
-/** The memory cgroup v1 directory of this process, or null (not mounted, or not root). */
-export const MEMORY_V1 = (() => {
+/**
+ * This process's cgroup v1 directory of `controller` when `file` is in it; null where that
+ * controller is not mounted so, or this is not root.
+ */
+export function cgroupV1(controller: string, file: string): string | null {
   try {
     const line = Deno.readTextFileSync("/proc/self/cgroup").split("\n").find((l) =>
-      /^\d+:memory:/.test(l)
+      l.split(":")[1] === controller
     );
     if (line === undefined || Deno.uid() !== 0) return null;
-    const dir = `/sys/fs/cgroup/memory${line.split(":")[2]}`.replace(/\/$/, "");
-    return Deno.statSync(`${dir}/memory.oom_control`).isFile ? dir : null;
+    const dir = `/sys/fs/cgroup/${controller}${line.split(":")[2]}`.replace(/\/$/, "");
+    return Deno.statSync(`${dir}/${file}`).isFile ? dir : null;
   } catch {
     return null;
   }
-})();
+}
+
+/** The memory cgroup v1 directory of this process, or null (not mounted, or not root). */
+export const MEMORY_V1 = cgroupV1("memory", "memory.oom_control");
 
 /** argv that moves itself into `cgroup` (cgroup.procs) and then runs what follows it. */
 export function inCgroup(cgroup: string): string[] {

@@ -4,21 +4,20 @@
  */
 
 import { assertEquals } from "./assert.ts";
-import { DENIT, DENO, FIXTURES, inCgroup, jobsOptions, ROOT, run, Running } from "./helpers.ts";
+import {
+  cgroupV1,
+  DENIT,
+  DENO,
+  FIXTURES,
+  inCgroup,
+  jobsOptions,
+  ROOT,
+  run,
+  Running,
+} from "./helpers.ts";
 
 /** The pids cgroup v1 directory of this process, or null (not mounted, or not root). */
-const PIDS_V1 = (() => {
-  try {
-    const line = Deno.readTextFileSync("/proc/self/cgroup").split("\n").find((l) =>
-      /^\d+:pids:/.test(l)
-    );
-    if (line === undefined || Deno.uid() !== 0) return null;
-    const dir = `/sys/fs/cgroup/pids${line.split(":")[2]}`.replace(/\/$/, "");
-    return Deno.statSync(`${dir}/cgroup.procs`).isFile ? dir : null;
-  } catch {
-    return null;
-  }
-})();
+const PIDS_V1 = cgroupV1("pids", "cgroup.procs");
 
 /** A fresh pids cgroup limited to `max` tasks for `fn`; what is left in it is killed, then it goes. */
 async function withPidsCgroup(max: number, fn: (cgroup: string) => Promise<void>) {
