@@ -3,17 +3,19 @@
  * the container. Each trial runs in a cgroup of its own, bounded, and ends what it started.
  */
 
-import { assertEquals } from "./assert.ts";
+import { assertEquals, assertMatch } from "./assert.ts";
 import {
   cgroupV1,
   DENIT,
   DENO,
+  fifoGate,
   FIXTURES,
   inCgroup,
   jobsOptions,
   ROOT,
   run,
   Running,
+  waitUntil,
 } from "./helpers.ts";
 
 /** The pids cgroup v1 directory of this process, or null (not mounted, or not root). */
@@ -116,4 +118,53 @@ Deno.test("the job service serves again after a burst of clients at an open-file
     await proc.stop();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test({
+  name: "at a pids limit the job service refuses a Run in one line, and goes on answering",
+  ignore: PIDS_V1 === null,
+  fn: async () => {
+    const { dir, path: gate, open } = await fifoGate("denit-pids-jobs-");
+    const socket = `${dir}/jobs.sock`;
+    await withPidsCgroup(60, async (cgroup) => {
+      // The main child takes every task left once the test opens its gate.
+      const child = `read x < "$0"; ${BOMB.replace("exec sleep 1", "echo full; exec sleep 60")}`;
+      const proc = new Running([
+        ...inCgroup(cgroup),
+        ...DENIT,
+        "-s",
+        ...jobsOptions(dir),
+        "--",
+        "sh",
+        "-c",
+        child,
+        gate,
+      ]);
+      const job = (...args: string[]) => run([...DENIT, "job", "--socket", socket, ...args]);
+      try {
+        const ticking = await job("run", "--id", "ticks", "--", "sh", "-c", "echo tick; sleep 60");
+        assertEquals(ticking.code, 0, ticking.stderr);
+        await open();
+        await proc.waitFor(/^full$/);
+        const max = Number(await Deno.readTextFile(`${cgroup}/pids.max`));
+        await waitUntil(
+          () => Number(Deno.readTextFileSync(`${cgroup}/pids.current`)) >= max,
+          "every task taken",
+        );
+        const refused = await job("run", "--id", "late", "--", "true");
+        assertEquals([refused.code, refused.stderr], [
+          1,
+          "denit job: RESOURCE_EXHAUSTED: cannot start the job: Resource temporarily unavailable\n",
+        ]);
+        const logs = await job("logs", "ticks");
+        assertEquals([logs.code, logs.stdout], [0, "tick\n"], logs.stderr);
+        const list = await job("list");
+        assertEquals(list.code, 0, list.stderr);
+        assertMatch(list.stdout, /\nticks\trunning\t/);
+      } finally {
+        await proc.stop();
+      }
+    });
+    await Deno.remove(dir, { recursive: true });
+  },
 });
