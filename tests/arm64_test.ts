@@ -154,7 +154,7 @@ Deno.test({
         Object.keys(AGAIN),
         exactly(names),
         // Under emulation a start takes seconds: every wait of the suite's helpers is longer.
-        { LANE_DENIT: denit, PATH: Deno.env.get("PATH") ?? "", DENIT_TEST_PATIENCE: "4" },
+        { LANE_DENIT: denit, PATH: Deno.env.get("PATH") ?? "", TEST_PATIENCE: "4" },
       );
       assertEquals(passed, names.length, "a name in AGAIN matched no test");
     } finally {

@@ -20,7 +20,7 @@ export const DENIT: readonly string[] = [Deno.env.get("LANE_DENIT") ?? `${ROOT}d
  * any test's bound allows for (the arm64 lane sets it: a start under emulation takes seconds).
  * It bounds waits for events, never a figure a test asserts.
  */
-export const PATIENCE = Number(Deno.env.get("DENIT_TEST_PATIENCE") ?? "1");
+export const PATIENCE = Number(Deno.env.get("TEST_PATIENCE") ?? "1");
 
 /**
  * A copy of the form in `dir`: the launcher and the bundles named (the runtime linked), so that

@@ -8,10 +8,15 @@ import {
   AT_FDCWD,
   closeFd,
   Errno,
+  linkOpenFile,
+  listDirectory,
   makeDirectory,
   openDirectory,
+  openForReading,
   raiseFileLimit,
   removeEntry,
+  renameEntry,
+  statFd,
   statPath,
 } from "../sys/files.ts";
 import {
@@ -28,7 +33,7 @@ import {
 } from "./check.ts";
 import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
 import { basename, dirname, join, resolve } from "./paths.ts";
-import { CopyInterrupted, CopyRun, type CopySummary } from "./run.ts";
+import { CopyInterrupted, CopyRun, type CopySummary, removeTree } from "./run.ts";
 
 /** The signals that stop a copy: those the runtime arms together. */
 const STOP_SIGNALS = RUNTIME_ARMED_SIGNALS;
@@ -134,8 +139,11 @@ function checkPlace(root: Root, opened: OpenedRoot, destFd: number, dest: string
   throw new CopyError(`Cannot copy "${root.src}" into "${into}": DEST is inside SRC`);
 }
 
-async function copyInto(invocation: CopyInvocation, roots: Root[], run: CopyRun): Promise<void> {
-  const dest = resolve(invocation.dest);
+async function copyInto(
+  invocation: CopyInvocation,
+  { dest, roots }: Group,
+  run: CopyRun,
+): Promise<void> {
   const opened: Array<{ root: Root; opened: OpenedRoot }> = [];
   let made: string[] = [];
   let destFd = -1;
@@ -174,7 +182,14 @@ async function copyInto(invocation: CopyInvocation, roots: Root[], run: CopyRun)
   }
 }
 
-async function execute(invocation: CopyInvocation, roots: Root[]): Promise<number> {
+/** Roots to copy into one destination. */
+interface Group {
+  readonly dest: string;
+  readonly roots: Root[];
+}
+
+/** Copies each group in turn, one run and one summary line for all; resolves to the exit code. */
+async function execute(invocation: CopyInvocation, groups: readonly Group[]): Promise<number> {
   const started = performance.now();
   // A tree as deep as the filesystem allows holds two descriptors per level while walked.
   raiseFileLimit();
@@ -188,7 +203,7 @@ async function execute(invocation: CopyInvocation, roots: Root[]): Promise<numbe
     return [name, listener] as const;
   });
   try {
-    await copyInto(invocation, roots, run);
+    for (const group of groups) await copyInto(invocation, group, run);
   } finally {
     for (const [name, listener] of listeners) Deno.removeSignalListener(name, listener);
   }
@@ -196,6 +211,73 @@ async function execute(invocation: CopyInvocation, roots: Root[]): Promise<numbe
     printErr(formatSummary(invocation.mode, run.summary, (performance.now() - started) / 1000));
   }
   return ExitCode.OK;
+}
+
+/** Where `denit init` stages denit's own files in DEST; a later init removes one left behind. */
+const STAGING_PREFIX = ".denit-init-";
+
+/**
+ * `denit init`: denit's own files are copied into a staging directory in DEST first (each one
+ * already in DEST and unchanged is linked there, so it is not copied again), the --with files
+ * into DEST, and only then are denit's files renamed into place, the launcher last: a failure
+ * on the way (a full disk) leaves DEST's denit as it was, or none.
+ */
+async function install(invocation: CopyInvocation, own: Root[], more: Root[]): Promise<number> {
+  const dest = resolve(invocation.dest);
+  if (invocation.dryRun) return await execute(invocation, [{ dest, roots: [...own, ...more] }]);
+  const made = makeDestination(dest);
+  const encoder = new TextEncoder();
+  let destFd = -1;
+  let installed = false;
+  const stagingName = `${STAGING_PREFIX}${crypto.randomUUID().slice(0, 8)}`;
+  const staging = encoder.encode(stagingName);
+  try {
+    const opened = openDirectory(AT_FDCWD, dest, true);
+    if (!opened.ok) fail("open", dest, opened.errno);
+    destFd = opened.value;
+    const listed = listDirectory(destFd);
+    for (const entry of listed.ok ? listed.value : []) {
+      if (new TextDecoder().decode(entry.name).startsWith(STAGING_PREFIX)) {
+        removeTree(destFd, entry.name);
+      }
+    }
+    const created = makeDirectory(destFd, staging, 0o700);
+    if (!created.ok) fail("create directory", join(dest, stagingName), created.errno);
+    for (const root of own) linkUnchanged(destFd, `${stagingName}/${root.destName}`, root.destName);
+    const code = await execute(invocation, [
+      { dest: join(dest, stagingName), roots: own },
+      { dest, roots: more },
+    ]);
+    for (const root of own) {
+      const from = encoder.encode(`${stagingName}/${root.destName}`);
+      const moved = renameEntry(destFd, from, destFd, encoder.encode(root.destName));
+      if (!moved.ok) fail("replace", join(dest, root.destName), moved.errno);
+    }
+    installed = true;
+    return code;
+  } finally {
+    if (destFd >= 0) {
+      removeTree(destFd, staging);
+      closeFd(destFd);
+    }
+    if (!installed) {
+      for (const path of made.reverse()) removeEntry(AT_FDCWD, encoder.encode(path), true);
+    }
+  }
+}
+
+/** DEST's file `name`, linked as `staged`: the copy finds it there as it is, unchanged or not. */
+function linkUnchanged(destFd: number, staged: string, name: string): void {
+  const file = openForReading(destFd, name);
+  if (!file.ok) return; // not there (a first install), or not a file: copied as usual
+  try {
+    const stat = statFd(file.value);
+    if (stat.ok && stat.value.kind === "file") {
+      linkOpenFile(file.value, destFd, new TextEncoder().encode(staged));
+    }
+  } finally {
+    closeFd(file.value);
+  }
 }
 
 /** Runs `denit copy …` or `denit init …`; resolves to the exit code. */
@@ -218,9 +300,11 @@ export async function copyMain(args: readonly string[]): Promise<number> {
   }
   try {
     const roots = rootsFor(invocation.sources);
-    if (invocation.mode === "copy") return await execute(invocation, roots);
+    if (invocation.mode === "copy") {
+      return await execute(invocation, [{ dest: resolve(invocation.dest), roots }]);
+    }
     const { launcher, rest } = initRoots();
-    const code = await execute(invocation, [...rest, ...roots, launcher]);
+    const code = await install(invocation, [...rest, launcher], roots);
     const entrypoint = [join(resolve(invocation.dest), "denit"), "--"];
     if (!invocation.dryRun) printOut(`entrypoint: ${JSON.stringify(entrypoint)}`);
     return code;
