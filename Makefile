@@ -63,10 +63,11 @@ rootfs: bundle
 	$(DENO) run --allow-all --no-config fixtures/rootfs.ts denit dist/rootfs dist
 	@echo "dist/rootfs: $$(find dist/rootfs -type f | wc -l) files, no shell"
 
-# A local image `denit` of the rootfs form (no deno compile needed): with docker, else podman.
+# A local image of the rootfs form (no deno compile needed), tagged $(IMAGE): with docker, else podman.
 ENGINE ?= $(shell command -v docker >/dev/null && docker info >/dev/null 2>&1 && echo docker || echo podman)
+IMAGE ?= denit
 image: rootfs
-	$(ENGINE) build -q -t denit -f launch/rootfs.Dockerfile dist/rootfs
+	$(ENGINE) build -q -t $(IMAGE) -f launch/rootfs.Dockerfile dist/rootfs
 
 # arm64 from an x86_64 machine: the registry's aarch64 runtime, the launcher cross-built
 # (gcc-aarch64-linux-gnu), the same bundles, laid out in dist/arm64/ as dist/ is. The image
@@ -104,11 +105,11 @@ rootfs-arm64: bundle-arm64
 image-arm64: rootfs-arm64
 	$(ENGINE) build -q --platform linux/arm64 -t denit:arm64 -f launch/rootfs.Dockerfile dist/arm64/rootfs
 
-# Installs the baselines and tools it needs, then measures everything in one run (about 10 min).
+# Measures everything in one run (about 10 min) against the baselines, which it needs installed.
+BENCH_TOOLS := tini dumb-init catatonit wrk gcc
 bench: rootfs
-	@command -v tini >/dev/null && command -v dumb-init >/dev/null && command -v catatonit >/dev/null \
-	  && command -v wrk >/dev/null && command -v gcc >/dev/null || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tini dumb-init catatonit wrk gcc >/dev/null; }
+	@missing="$(foreach t,$(BENCH_TOOLS),$(if $(shell command -v $(t)),,$(t)))"; [ -z "$${missing// }" ] || \
+	  { echo "make bench: install$$missing first (Debian packages of the same names)" >&2; exit 2; }
 	mkdir -p bench/out
 	gcc -O2 -Wall -Wextra -o bench/out/probe bench/probe.c
 	$(DENO) run --allow-all --no-config bench/run.ts $(CURDIR)/bench/out/probe $(DENO) \

@@ -7,6 +7,13 @@ export const ROOT = new URL("..", import.meta.url).pathname;
 /** The runtime, as `make bundle` lays it out beside the launcher. */
 export const DENO = `${ROOT}dist/deno`;
 export const FIXTURES = `${ROOT}fixtures`;
+
+/** The user's documentation: the README, then each page of docs/, by file name. */
+export const DOCUMENTATION: ReadonlyMap<string, string> = new Map([
+  ["README.md", Deno.readTextFileSync(`${ROOT}README.md`)],
+  ...[...Deno.readDirSync(`${ROOT}docs`)].map((e) => e.name).filter((n) => n.endsWith(".md"))
+    .sort().map((n): [string, string] => [`docs/${n}`, Deno.readTextFileSync(`${ROOT}docs/${n}`)]),
+]);
 /**
  * The denit under test, the one place every process-level test takes it from: the form users
  * run, dist/denit (the launcher, with the runtime and the bundles beside it, as in the image),

@@ -6,7 +6,7 @@
 import { Pod } from "kubernetes-models/v1";
 import { parse } from "yaml";
 import { assertEquals, assertOk } from "./assert.ts";
-import { FIXTURES, ROOT } from "./helpers.ts";
+import { DOCUMENTATION, FIXTURES } from "./helpers.ts";
 import { signalName } from "../src/common/signals.ts";
 import { parseInvocation } from "../src/supervise/cli.ts";
 import { parseCopyInvocation } from "../src/copy/cli.ts";
@@ -25,8 +25,6 @@ interface ContainerShape {
   restartPolicy?: string;
   lifecycle?: { stopSignal?: string; preStop?: { sleep?: { seconds: number } } };
 }
-
-const README = Deno.readTextFileSync(`${ROOT}README.md`);
 
 const files = [...Deno.readDirSync(`${FIXTURES}/k8s`)].map((e) => e.name).filter((n) =>
   n.endsWith(".yaml")
@@ -150,9 +148,10 @@ for (const file of files) {
   });
 }
 
-Deno.test("the README's Pods are valid and use denit consistently", () => {
-  const blocks = [...README.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1] ?? "");
+Deno.test("the documentation's Pods are valid and use denit consistently", () => {
+  const blocks = [...DOCUMENTATION.values()]
+    .flatMap((text) => [...text.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1] ?? ""));
   const pods = blocks.map((text) => parse(text)).filter((doc) => doc?.kind === "Pod");
-  assertOk(pods.length >= 3, `${pods.length} Pods in the README`);
+  assertOk(pods.length >= 5, `${pods.length} Pods in the documentation`);
   for (const pod of pods) checkPod(pod, false);
 });

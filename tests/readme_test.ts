@@ -1,10 +1,10 @@
-/** The README's tables and the code agree: exit codes, signals, version. */
+/** The README and docs/ agree with the code: exit codes, signals, options, examples, links. */
 
 import { assertEquals, assertOk } from "./assert.ts";
 import { ExitCode } from "../src/common/exit_codes.ts";
 import { SIGNAL_TABLE } from "../src/supervise/signals.ts";
 import { VERSION } from "../src/common/version.ts";
-import { DENIT, ROOT, run } from "./helpers.ts";
+import { DENIT, DOCUMENTATION, ROOT, run } from "./helpers.ts";
 import { HELP, OPTIONS, VARIABLES } from "../src/supervise/cli.ts";
 import { statusDocument } from "../src/health/endpoint.ts";
 
@@ -31,10 +31,10 @@ Deno.test("README exit-code table lists exactly the codes of exit_codes.ts", () 
   assertOk(section("Exit codes").includes(`${ExitCode.SIGNAL_BASE}+N`));
 });
 
-Deno.test("README signal table names every forwarded signal", () => {
-  const row = section("Signals").split("\n").find((line) => line.includes("forward to the child"));
-  assertOk(row !== undefined);
-  const names = (row.split("|")[1] ?? "").split(",").map((name) => `SIG${name.trim()}`);
+Deno.test("README's Signals names every forwarded signal", () => {
+  const list = /\*\*Forwarded\*\*[^:]*: ([^.]*) and the real-time/.exec(section("Signals"))?.[1];
+  assertOk(list !== undefined);
+  const names = list.split(",").map((name) => `SIG${name.trim()}`);
   assertEquals(
     names.sort(),
     SIGNAL_TABLE.filter((r) => r.action === "forward").map((r) => r.name).sort(),
@@ -72,11 +72,11 @@ interface Transcript {
   readonly output: string;
 }
 
-/** The ```console blocks that follow a `<!-- runs in tests -->` line, as commands and output. */
+/** The ```console blocks after a `<!-- runs in tests -->` line, in the README and docs/. */
 function runnableExamples(): Transcript[][] {
   const blocks: Transcript[][] = [];
   const pattern = /<!-- runs in tests -->\n\n```console\n([\s\S]*?)\n```/g;
-  for (const match of README.matchAll(pattern)) {
+  for (const match of [...DOCUMENTATION.values()].flatMap((text) => [...text.matchAll(pattern)])) {
     const steps: Array<{ command: string; output: string[] }> = [];
     for (const line of (match[1] ?? "").split("\n")) {
       if (line.startsWith("$ ")) steps.push({ command: line.slice(2), output: [] });
@@ -87,9 +87,9 @@ function runnableExamples(): Transcript[][] {
   return blocks;
 }
 
-Deno.test("the README's marked examples run as written and print what they show", async () => {
+Deno.test("the documentation's marked examples run as written and print what they show", async () => {
   const examples = runnableExamples();
-  assertOk(examples.length >= 2, `only ${examples.length} examples found`);
+  assertOk(examples.length >= 4, `only ${examples.length} examples found`);
   const bin = await Deno.makeTempDir({ prefix: "denit-readme-bin-" });
   try {
     // `denit` on PATH: the denit under test.
@@ -130,15 +130,20 @@ Deno.test("--help and the README agree: usage lines, every option, every variabl
       );
     }
   }
-  for (const variable of VARIABLES) {
-    assertOk(HELP.includes(variable), `--help lacks ${variable}`);
-    assertOk(table.includes(variable), `README lacks ${variable}`);
+  // The README states one rule for the variables: DENIT_ and the long name in capitals.
+  for (const spec of OPTIONS) {
+    if (spec.env === undefined) continue;
+    const long = spec.names.find((name) => name.startsWith("--")) ?? "";
+    assertEquals(spec.env, `DENIT_${long.slice(2).toUpperCase().replaceAll("-", "_")}`);
   }
+  for (const variable of VARIABLES) assertOk(HELP.includes(variable), `--help lacks ${variable}`);
+  assertOk(table.includes("DENIT_LOG_LEVEL=error|warn|info|debug"));
   assertOk(HELP.includes("DENIT_LOG_LEVEL=error|warn|info|debug"));
 });
 
-Deno.test("README's /status fields are the document's fields", () => {
-  const row = README.split("\n").find((line) => line.includes("`GET /status`")) ?? "";
+Deno.test("docs' /status fields are the document's fields", () => {
+  const row = DOCUMENTATION.get("docs/health.md")?.split("\n")
+    .find((line) => line.includes("`GET /status`")) ?? "";
   const named = new Set([...row.matchAll(/`([a-zA-Z]+)`/g)].map((m) => m[1]));
   const source = {
     snapshot: () => ({
@@ -212,4 +217,23 @@ Deno.test("the README's first command, make demo, runs and shows what it says", 
   assertOk(result.stdout.includes("child: got SIGTERM, exiting with 0"), result.stdout);
   assertOk(result.stdout.includes("demo: denit exited with 0 (the child's status)"), result.stdout);
   assertOk(/reaped count=\d+/.test(result.stderr), result.stderr);
+});
+
+Deno.test("the README is read in ten minutes: at most 350 lines, none wider than 100", () => {
+  const lines = README.trimEnd().split("\n");
+  assertOk(lines.length <= 350, `${lines.length} lines`);
+  const wide = lines.map((line, i) => [i + 1, [...line].length]).filter(([, n]) => (n ?? 0) > 100);
+  assertEquals(wide, []);
+});
+
+Deno.test("every relative link of the README and docs/ names a file that exists", () => {
+  for (const [name, text] of DOCUMENTATION) {
+    const base = new URL(name, `file://${ROOT}`);
+    for (const match of text.matchAll(/\]\(([^)#\s]+)(#[^)]*)?\)/g)) {
+      const target = match[1] ?? "";
+      if (/^[a-z]+:/.test(target)) continue;
+      const path = new URL(target, base).pathname;
+      assertOk(Deno.statSync(path) !== null, `${name}: ${target}`);
+    }
+  }
 });
