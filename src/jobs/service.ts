@@ -10,9 +10,14 @@ import { errorLine } from "../common/errors.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
-import type { KeeperState } from "../common/job_state.ts";
 import { Job, JOB_OUTPUT_CAP, type JobRecord, JobTable } from "./store.ts";
 import { STOPPING_FILE } from "../common/job_paths.ts";
+import {
+  CANCEL_SIGNAL,
+  isKeeperCommand,
+  KEEPER_STARTED,
+  keeperArgv,
+} from "../common/job_protocol.ts";
 
 /** Cancel's default time between TERM and KILL. */
 export const DEFAULT_CANCEL_GRACE_MS = 10_000;
@@ -41,8 +46,7 @@ const LIST_PAGE_BYTES = 1024 * 1024;
 const OUTPUT_CHUNK = 256 * 1024;
 /** How often Cancel looks whether the job's process group is empty (the kernel tells no one). */
 const GROUP_POLL_MS = 20;
-/** Asks a job's keeper to cancel it (launch/keep.c). */
-const CANCEL_SIGNAL = signalNumber("SIGUSR1");
+const CANCEL = signalNumber(CANCEL_SIGNAL);
 const SIGCONT = signalNumber("SIGCONT");
 
 const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -118,15 +122,16 @@ export interface ListFields {
 function jobMessage(job: Job): JobMessage {
   const r = job.record;
   const s = job.state;
+  const end = job.end;
   return {
     id: r.id,
     status: job.status,
     argv: r.argv,
     pid: job.pid,
-    exitCode: s === null || s.exit < 0 ? 0 : s.exit,
-    signal: s === null || s.signal === 0 ? "" : signalName(s.signal),
+    exitCode: end === null || end.exit < 0 ? 0 : end.exit,
+    signal: end === null || end.signal === 0 ? "" : signalName(end.signal),
     startedAtMs: r.startedAtMs,
-    finishedAtMs: job.finished ? s?.finished ?? 0 : 0,
+    finishedAtMs: end?.atMs ?? 0,
     stdoutBytes: job.stdoutBytes,
     stderrBytes: job.stderrBytes,
     outputTruncated: s !== null && (s.truncated === 1 || s.lost > 0),
@@ -158,12 +163,6 @@ async function stopGroup(pgid: number, graceMs: number): Promise<void> {
   }
 }
 
-/** Writes a job's `N.state` as its keeper would (whole: a new file renamed over the old). */
-function writeState(job: Job, state: KeeperState): void {
-  const line = Object.entries(state).map(([key, value]) => `${key}=${value}`).join(" ");
-  replaceFile(job.path("state"), encoder.encode(`${line}\n`));
-}
-
 /** The job service's state in its process. */
 export class JobService {
   readonly #table: JobTable;
@@ -188,7 +187,9 @@ export class JobService {
     this.#table = new JobTable(dir);
     this.#seq = this.#table.lastSeq();
     for (const job of this.#table.list()) {
-      if (job.state === null) this.#ended(job, 125, "the job service restarted before it ran");
+      if (job.state === null && !job.finished) {
+        this.#lost(job, "the job service restarted before it ran");
+      }
     }
     this.#table.saveCounts();
   }
@@ -246,8 +247,8 @@ export class JobService {
   /**
    * A job whose keeper is gone before it recorded the job's end (the OOM killer can take it right
    * after its job), and whose process group is gone too, would stay RUNNING for ever: it is
-   * recorded as 125 (how it ended cannot be known). The state is read again once the keeper is
-   * found gone, so that a keeper that recorded the end and then left is believed.
+   * recorded as lost (LOST_EXIT). The state is read again once the keeper is found gone, so that a
+   * keeper that recorded the end and then left is believed.
    */
   #settleLost(): void {
     for (const job of this.#table.list()) {
@@ -256,27 +257,27 @@ export class JobService {
         continue;
       }
       job.refresh();
-      const last = job.state;
-      if (last === null || job.finished) continue;
-      try {
-        writeState(job, { ...last, exit: 125, signal: 0, finished: Date.now(), ended: 1, oom: 0 });
-      } catch {
-        continue; // the disk took it not: the next sweep tries again
-      }
-      this.#refresh([job]);
+      if (job.finished) continue;
+      this.#lost(job, "its keeper died before it recorded the job's end");
     }
   }
 
-  /** A job that never ran: its status and the reason, written as a keeper would have. */
-  #ended(job: Job, code: number, reason: string): void {
-    const state = { pid: 0, keeper: 0, exit: code, signal: 0, finished: Date.now() };
+  /**
+   * Records in the job's own record that its keeper left no end (LOST_EXIT); a job that never
+   * ran also gets the reason as its stderr, which no keeper writes then.
+   */
+  #lost(job: Job, reason: string): void {
     try {
-      replaceFile(job.path("err"), encoder.encode(`denit: ${reason}\n`));
-      writeState(job, { ...state, truncated: 0, lost: 0, ended: 1, oom: 0 });
+      if (job.state === null) replaceFile(job.path("err"), encoder.encode(`denit: ${reason}\n`));
+      job.record.lost = { atMs: Date.now(), reason };
+      job.save();
     } catch {
-      // The disk took neither: the job stays without a status until a service can write it.
+      delete job.record.lost; // the disk took it not: the next sweep tries again
+      return;
     }
     job.refresh();
+    job.notify();
+    this.#table.saveCounts();
   }
 
   /** Run: a new job, or the one that has this id already. */
@@ -337,19 +338,14 @@ export class JobService {
 
   /** Starts the job's keeper and waits until it says the job runs. */
   #keep(job: Job, workDir: string | null, env: readonly string[]): void {
-    const argv = [
-      this.#keeper,
-      "job",
-      "keep",
-      this.#dir,
-      String(job.seq),
-      String(JOB_OUTPUT_CAP),
-      ...(workDir === null ? [] : ["--cwd", workDir]),
-      ...(this.#oomCount === null ? [] : ["--oom-count", this.#oomCount]),
-      ...env.flatMap((entry) => ["--env", entry]),
-      "--",
-      ...job.record.argv,
-    ];
+    const argv = keeperArgv(this.#keeper, {
+      dir: this.#dir,
+      seq: job.seq,
+      cap: JOB_OUTPUT_CAP,
+      workDir,
+      oomCount: this.#oomCount,
+      env,
+    }, job.record.argv);
     // This process's environment, byte for byte (Deno.Command would drop entries without '=').
     const said = spawnAndRead({
       path: encoder.encode(this.#keeper),
@@ -359,8 +355,8 @@ export class JobService {
       this.#table.drop(job);
       throw new JobsError("RESOURCE_EXHAUSTED", `cannot start the job: ${errnoMessage(-said)}`);
     }
-    if (!/^pid \d+\n$/.test(said)) {
-      this.#ended(job, 125, "its keeper could not start it (see denit's log)");
+    if (!KEEPER_STARTED.test(said)) {
+      this.#lost(job, "its keeper could not start it (see denit's log)");
       return;
     }
     job.refresh();
@@ -493,7 +489,7 @@ export class JobService {
       // The keeper sends TERM now and KILL after the grace, whatever becomes of this service:
       // told before the record says so, so that a service killed in between loses no Cancel.
       replaceFile(job.path("cancel"), encoder.encode(String(grace)));
-      if (keeper !== 0) sendSignal(keeper, CANCEL_SIGNAL);
+      if (keeper !== 0) sendSignal(keeper, CANCEL);
       else void stopGroup(pgid, grace);
       job.record.cancel = { atMs: Date.now(), graceMs: grace, alive };
       job.save();
@@ -514,10 +510,7 @@ export class JobService {
     if (pid <= 0) return 0;
     try {
       const words = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
-      const [, program, mode, dir, seq] = words;
-      return program === "job" && mode === "keep" && dir === this.#dir && seq === String(job.seq)
-        ? pid
-        : 0;
+      return isKeeperCommand(words, this.#dir, job.seq) ? pid : 0;
     } catch {
       return 0; // gone
     }

@@ -1,14 +1,14 @@
 /**
  * The jobs of this run of denit as the spool holds them (`SPOOL/denit-PID-START`): for each job
- * `N.json`, what was asked (the service's), `N.state`, what became of it, and its output,
- * `N.out` and `N.err` (the keeper's, launch/keep.c, which is the job's parent whatever becomes
- * of the service). A service started again reads them back and takes up every job where it is.
+ * `N.json`, what was asked (the service's, its only writer), `N.state`, what became of it, and
+ * its output, `N.out` and `N.err` (the keeper's, launch/keep.c, which is the job's parent whatever
+ * becomes of the service, and the only writer of its state line). A service started again reads them back and takes up every job where it is.
  * Finished jobs are forgotten oldest first beyond KEEP_FINISHED_JOBS jobs or KEEP_SPOOL_BYTES
  * bytes of spool.
  */
 
 import { COUNTS_FILE, type JobCounts } from "../common/job_paths.ts";
-import { type KeeperState, parseState } from "../common/job_state.ts";
+import { type KeeperState, parseState } from "../common/job_protocol.ts";
 import { readNoFollow, replaceFile } from "../sys/spool.ts";
 
 /** What each job may store of its output, stdout and stderr together (the keeper's cap). */
@@ -35,6 +35,21 @@ export interface JobRecord {
    * process was alive then (only then can the job end CANCELLED).
    */
   cancel: { atMs: number; graceMs: number; alive: boolean } | null;
+  /**
+   * Its keeper never recorded an end: it could not start the job, or it died first (the OOM
+   * killer) and the job's processes are gone. Absent in a record written before such an end.
+   */
+  lost?: { atMs: number; reason: string };
+}
+
+/** The exit code of a job whose end its keeper never recorded: how it ended cannot be known. */
+export const LOST_EXIT = 125;
+
+/** How a job ended: the exit code (-1 for a signal), the signal (0 for an exit), and when. */
+export interface JobEnd {
+  readonly exit: number;
+  readonly signal: number;
+  readonly atMs: number;
 }
 
 /** A spool file's size; 0 if it is not there (yet). */
@@ -86,18 +101,28 @@ export class Job {
     return this.state?.pid ?? 0;
   }
 
+  /** How it ended, as its keeper recorded it, or as the service found it lost; null: it runs. */
+  get end(): JobEnd | null {
+    const s = this.state;
+    if (s !== null && (s.exit >= 0 || s.signal > 0)) {
+      return { exit: s.exit, signal: s.signal, atMs: s.finished };
+    }
+    const lost = this.record.lost;
+    return lost === undefined ? null : { exit: LOST_EXIT, signal: 0, atMs: lost.atMs };
+  }
+
   get finished(): boolean {
-    return this.state !== null && (this.state.exit >= 0 || this.state.signal > 0);
+    return this.end !== null;
   }
 
   get outputEnded(): boolean {
-    return this.state?.ended === 1;
+    return this.state?.ended === 1 || this.record.lost !== undefined;
   }
 
   get status(): JobStatus {
-    const state = this.state;
-    if (state === null || !this.finished) return "RUNNING";
-    const clean = state.exit === 0 && state.signal === 0;
+    const end = this.end;
+    if (end === null) return "RUNNING";
+    const clean = end.exit === 0 && end.signal === 0;
     if (this.record.cancel?.alive === true && !clean) return "CANCELLED";
     return clean ? "SUCCEEDED" : "FAILED";
   }

@@ -18,7 +18,7 @@ import {
   runDirectory,
   STOPPING_FILE,
 } from "../common/job_paths.ts";
-import { type KeeperState, parseState, stillRuns } from "../common/job_state.ts";
+import { type KeeperState, parseState, stillRuns } from "../common/job_protocol.ts";
 import type { Logger } from "../common/log.ts";
 import { dirname, launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
