@@ -48,6 +48,7 @@
 
 struct state {
   pid_t pid, keeper;
+  long long since; /* the keeper's start time: with its pid, who it is (a pid is used again) */
   int exit_code, signal, truncated, ended, oom;
   long long lost, finished;
 };
@@ -106,9 +107,9 @@ static int open_spool(const char *suffix, int flags) {
 static int save(const struct state *s) {
   char line[STATE_BYTES + 1], from[4200], to[4200];
   int n = snprintf(line, sizeof line,
-                   "pid=%d keeper=%d exit=%d signal=%d finished=%lld truncated=%d lost=%lld "
-                   "ended=%d oom=%d",
-                   (int)s->pid, (int)s->keeper, s->exit_code, s->signal, s->finished,
+                   "pid=%d keeper=%d since=%lld exit=%d signal=%d finished=%lld truncated=%d "
+                   "lost=%lld ended=%d oom=%d",
+                   (int)s->pid, (int)s->keeper, s->since, s->exit_code, s->signal, s->finished,
                    s->truncated, s->lost, s->ended, s->oom);
   memset(line + n, ' ', STATE_BYTES - 1 - (size_t)n);
   line[STATE_BYTES - 1] = '\n';
@@ -177,6 +178,19 @@ static void start(char **argv, char **env, const char *cwd, int out, int err, in
   }
   dprintf(2, "denit: Cannot start \"%s\": %s\n", argv[0], strerror(failure));
   refuse(started, 126);
+}
+
+/* This process's start time, proc(5) stat field 22 (clock ticks since boot); 0 if unknown. */
+static long long start_time(void) {
+  char text[1024];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof text - 1);
+  if (fd >= 0) close(fd);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  char *at = strrchr(text, ')'); /* the name may hold spaces and parentheses */
+  for (int field = 3; at != NULL && field <= 22; field++) at = strchr(at + 1, ' ');
+  return at == NULL ? 0 : atoll(at + 1);
 }
 
 /* The job's end, from its wait status. */
@@ -284,7 +298,8 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
    * PID 1 nothing. Not every kernel interface has it (qemu-user): the keeper goes on without. */
   prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
   long long oom_before = oom_kills();
-  struct state s = {.pid = fork(), .keeper = getpid(), .exit_code = -1};
+  long long since = start_time();
+  struct state s = {.pid = fork(), .keeper = getpid(), .since = since, .exit_code = -1};
   if (s.pid < 0) return 125;
   if (s.pid == 0) start(argv, env, cwd, out[1], err[1], started[1]);
   setpgid(s.pid, s.pid); /* the child does the same: whichever comes first, the group exists */

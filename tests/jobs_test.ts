@@ -897,7 +897,7 @@ Deno.test("jobs: finished jobs are forgotten oldest first beyond 1,000, running 
   try {
     // Files as a keeper writes them (launch/keep.c): the state, the output.
     const kept = (seq: number, state: string) => {
-      Deno.writeTextFileSync(`${dir}/${seq}.state`, `pid=${seq} keeper=0 ${state}\n`);
+      Deno.writeTextFileSync(`${dir}/${seq}.state`, `pid=${seq} keeper=0 since=0 ${state}\n`);
       Deno.writeTextFileSync(`${dir}/${seq}.out`, "");
       Deno.writeTextFileSync(`${dir}/${seq}.err`, "");
     };

@@ -3,10 +3,10 @@
  * TypeScript side; tests/protocol_test.ts holds the C side to it. The seams:
  *
  * - the keeper's command line, `denit job keep DIR SEQ CAP [--cwd D] [--oom-count F] [--env
- *   N=V]... -- ARGV` (keeperArgv), which also names a live keeper (isKeeperCommand);
+ *   N=V]... -- ARGV` (keeperArgv);
  * - its handshake on stdout: `pid P` once the job runs (KEEPER_STARTED);
  * - the state line `DIR/SEQ.state` (STATE_FIELDS), written by the keeper only, read by
- *   parseState only;
+ *   parseState only; its keeper's pid and start time say whether it lives (keeperLives);
  * - a Cancel: the grace in ms in `DIR/SEQ.cancel`, then CANCEL_SIGNAL to the keeper;
  * - the stop marker, STOPPING_FILE in the run's directory, made by denit (src/common/job_paths.ts);
  * - the listening socket and the launch record, which denit's launcher hands the service
@@ -20,6 +20,8 @@ export interface KeeperState {
   readonly pid: number;
   /** The keeper's own pid: Cancel asks it (SIGUSR1). */
   readonly keeper: number;
+  /** The keeper's start time (proc(5) stat field 22): with its pid, who it is. */
+  readonly since: number;
   /** The exit code; -1 while it runs or when a signal ended it. */
   readonly exit: number;
   /** The signal that ended it; 0 if none did. */
@@ -38,6 +40,7 @@ export interface KeeperState {
 export const STATE_FIELDS = [
   "pid",
   "keeper",
+  "since",
   "exit",
   "signal",
   "finished",
@@ -92,18 +95,17 @@ export function keeperArgv(launcher: string, o: KeeperOptions, argv: readonly st
   ];
 }
 
-/** Whether a process's command line (`/proc/PID/cmdline`'s words) is that job's keeper's. */
-export function isKeeperCommand(words: readonly string[], dir: string, seq: number): boolean {
-  const [, program, mode, at, number] = words;
-  return program === "job" && mode === "keep" && at === dir && number === String(seq);
+/** Whether the keeper a state names still runs: its pid is alive with its start time. */
+export function keeperLives(state: KeeperState): boolean {
+  if (state.keeper <= 0) return false;
+  try {
+    return readProcStat(state.keeper).field(22) === String(state.since);
+  } catch {
+    return false; // gone
+  }
 }
 
-/** Whether the state says the job runs: not finished, and its keeper is alive as denit's child. */
-export function stillRuns(state: KeeperState, denitPid: number): boolean {
-  if (state.finished !== 0) return false;
-  try {
-    return Number(readProcStat(state.keeper).field(4)) === denitPid;
-  } catch {
-    return false; // the keeper is gone
-  }
+/** Whether the state says the job runs: not finished, and its keeper lives. */
+export function stillRuns(state: KeeperState): boolean {
+  return state.finished === 0 && keeperLives(state);
 }

@@ -12,12 +12,7 @@ import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts
 import { replaceFile } from "../sys/spool.ts";
 import { Job, JOB_OUTPUT_CAP, type JobRecord, JobTable } from "./store.ts";
 import { STOPPING_FILE } from "../common/job_paths.ts";
-import {
-  CANCEL_SIGNAL,
-  isKeeperCommand,
-  KEEPER_STARTED,
-  keeperArgv,
-} from "../common/job_protocol.ts";
+import { CANCEL_SIGNAL, KEEPER_STARTED, keeperArgv, keeperLives } from "../common/job_protocol.ts";
 
 /** Cancel's default time between TERM and KILL. */
 export const DEFAULT_CANCEL_GRACE_MS = 10_000;
@@ -501,19 +496,10 @@ export class JobService {
     return jobMessage(job);
   }
 
-  /**
-   * The pid of the job's keeper while it lives, else 0: the pid its state names, if that
-   * process's command line is still this job's keeper's (a pid used again is someone else).
-   */
+  /** The pid of the job's keeper while it lives (its pid and start time), else 0. */
   #keeperOf(job: Job): number {
-    const pid = job.state?.keeper ?? 0;
-    if (pid <= 0) return 0;
-    try {
-      const words = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0");
-      return isKeeperCommand(words, this.#dir, job.seq) ? pid : 0;
-    } catch {
-      return 0; // gone
-    }
+    const state = job.state;
+    return state !== null && keeperLives(state) ? state.keeper : 0;
   }
 
   /** List: the jobs kept, oldest first, a page at a time (`ids`: those jobs only). */

@@ -18,7 +18,7 @@ import {
   runDirectory,
   STOPPING_FILE,
 } from "../common/job_paths.ts";
-import { type KeeperState, parseState, stillRuns } from "../common/job_protocol.ts";
+import { keeperLives, type KeeperState, parseState, stillRuns } from "../common/job_protocol.ts";
 import type { Logger } from "../common/log.ts";
 import { dirname, launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
@@ -138,17 +138,17 @@ export class JobHost {
       // Not written yet: no job ran.
     }
     if (this.#servicePid > 0) return counts;
-    const running = keeperStates(dir).filter((state) => stillRuns(state, Deno.pid)).length;
+    const running = keeperStates(dir).filter(stillRuns).length;
     return { ...counts, running };
   }
 
   /**
-   * denit's own processes: the job service, and the keepers this run's spool names (each keeper
-   * writes its pid in its job's state line before it leaves the service for denit).
+   * denit's own processes: the job service, and the live keepers this run's spool names (each
+   * keeper writes its pid and start time in its job's state line before it leaves the service).
    */
   own(): Set<number> {
     const dir = runDirectory(this.#settings.spool, Deno.pid);
-    const pids = new Set(keeperStates(dir).map((state) => state.keeper));
+    const pids = new Set(keeperStates(dir).filter(keeperLives).map((state) => state.keeper));
     if (this.#servicePid > 0) pids.add(this.#servicePid);
     return pids;
   }
