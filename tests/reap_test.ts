@@ -23,6 +23,15 @@ for (const mode of MODES) {
     assertEquals(result.code, 0);
   });
 
+  Deno.test(`${mode}: 1,000 orphans that exit at once (one SIGCHLD) are all reaped`, async () => {
+    // Their SIGCHLDs merge into one: denit reaps round after round until none is left.
+    const parent = mode === "pid1" ? "" : "$PPID";
+    const script = `exec ${FIXTURES}/orphans.sh 1000 '${parent}' burst`;
+    const result = await run(denitArgv(mode, ["--", "sh", "-c", script]), { timeoutMs: 60_000 });
+    assertEquals(result.stdout, "orphans 1000\nzombies 0\n", result.stderr);
+    assertEquals(result.code, 0);
+  });
+
   Deno.test(`${mode}: leftovers get SIGTERM, then SIGKILL after --kill-after`, async () => {
     // One leftover ignores TERM and must be SIGKILLed; one traps TERM and reports it; one left
     // the child's process group and session (setsid), so only a search of /proc finds it.
