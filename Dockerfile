@@ -20,8 +20,13 @@ RUN case "$(uname -m)" in aarch64) arch=arm64 ;; x86_64) arch=x64 ;; \
 COPY Makefile deno.json deno.lock mod.ts features.ts ./
 COPY src ./src
 COPY launch ./launch
+COPY fixtures/cache.ts ./fixtures/
 RUN make bundle DENO=/usr/local/bin/deno
+# The runtime's cache for the paths the image has (its keys hold them): made at / here.
+RUN cp dist/denit dist/deno dist/denit.js dist/denit-features.js dist/denit-jobs.js / \
+ && /usr/local/bin/deno run --allow-all --no-config fixtures/cache.ts /
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/dist/denit /src/dist/deno /src/dist/denit.js /src/dist/denit-features.js /src/dist/denit-jobs.js /
+COPY --from=build /deno-cache /deno-cache
 ENTRYPOINT ["/denit", "--"]

@@ -26,8 +26,13 @@ $(DENO):
 	$(DENO) --version | head -1
 
 # The form users run, laid out in dist/ as in the image and in `denit init`'s copy: the launcher
-# (dist/denit, which bin/denit links to), the runtime beside it, the bundle and its two halves.
-bundle: dist/denit dist/deno dist/denit.js dist/denit-features.js dist/denit-jobs.js
+# (dist/denit, which bin/denit links to), the runtime beside it, the bundle and its two halves,
+# and the runtime's cache for these paths (src/copy/cache.ts).
+FORM := dist/denit dist/deno dist/denit.js dist/denit-features.js dist/denit-jobs.js
+bundle: $(FORM) dist/deno-cache/v8_code_cache_v2
+
+dist/deno-cache/v8_code_cache_v2: $(FORM) fixtures/cache.ts
+	$(DENO) run --allow-all --no-config fixtures/cache.ts $(CURDIR)/dist
 
 # Static, so that it needs nothing but itself where it is copied to.
 dist/denit: $(wildcard launch/*.c launch/*.h)
@@ -61,6 +66,7 @@ dist/denit-jobs.js: $(DENO) $(SOURCES) deno.json
 # The shell-less stand-in for the distroless image: the files of dist/ and the runtime's libraries.
 rootfs: bundle
 	$(DENO) run --allow-all --no-config fixtures/rootfs.ts denit dist/rootfs dist
+	$(DENO) run --allow-all --no-config fixtures/cache.ts --root $(CURDIR)/dist/rootfs
 	@echo "dist/rootfs: $$(find dist/rootfs -type f | wc -l) files, no shell"
 
 # A local image of the rootfs form (no deno compile needed), tagged $(IMAGE): with docker, else podman.

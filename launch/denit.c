@@ -16,9 +16,10 @@
  *   the container set it go to denit in a memfd and in DENIT_LAUNCH.
  * - The environment. Variables the runtime acts on before any script runs (DENO_*, NODE_*,
  *   OTEL_*, RUST_*, npm_config_*, LD_*, GLIBC_TUNABLES) are moved into the memfd, which denit
- *   reads back and gives to the child byte for byte; the runtime gets a DENO_DIR that cannot
- *   exist (no cache is written, a read-only root is fine) and one malloc arena (memory the
- *   runtime's threads free at start is then used again, not kept per thread).
+ *   reads back and gives to the child byte for byte; the runtime gets the cache shipped beside
+ *   it as DENO_DIR (`deno-cache`, made by fixtures/cache.ts and read-only where it is shipped;
+ *   without one, a DENO_DIR that cannot exist) and one malloc arena (memory the runtime's
+ *   threads free at start is then used again, not kept per thread).
  * - On a terminal, the runtime's stderr is a pipe while it boots, copied to the terminal by a
  *   process of the launcher's (see lend_stderr); denit takes the terminal back before it writes.
  *
@@ -40,6 +41,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -180,7 +182,7 @@ static int put(int fd, const char *entry) {
 }
 
 /* Writes the memfd (inherited: denit closes it) and sets the runtime's environment. */
-static int set_aside(int argc, char **argv, int saved_stderr, pid_t relay) {
+static int set_aside(int argc, char **argv, int saved_stderr, pid_t relay, const char *cache) {
   int fd = memfd_create("denit-launch", 0);
   if (fd < 0) return -1;
   char text[64];
@@ -206,8 +208,7 @@ static int set_aside(int argc, char **argv, int saved_stderr, pid_t relay) {
   if (getrlimit(RLIMIT_NOFILE, &files) != 0) return -1;
   snprintf(text, sizeof text, "%d:%llu:%d:%d", fd, (unsigned long long)files.rlim_cur,
            saved_stderr, (int)relay);
-  /* A path under a file: the runtime cannot create its cache there. */
-  if (setenv("DENO_DIR", "/dev/null/denit-no-cache", 1) != 0 ||
+  if (setenv("DENO_DIR", cache, 1) != 0 ||
       setenv("DENO_DISABLE_NODE_SHIM", "1", 1) != 0 ||
       setenv("DENO_NO_UPDATE_CHECK", "1", 1) != 0 ||
       setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1", 1) != 0 ||
@@ -290,9 +291,14 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], OTHER_MODES[i]) == 0) supervise = 0;
   }
   if (take_signals(supervise) != 0) return fail("cannot block", "signals");
-  char deno[PATH_MAX + 16], bundle[PATH_MAX + 16];
+  char deno[PATH_MAX + 16], bundle[PATH_MAX + 16], cache[PATH_MAX + 16];
   snprintf(deno, sizeof deno, "%s/deno", self);
   snprintf(bundle, sizeof bundle, "%s/denit.js", self);
+  snprintf(cache, sizeof cache, "%s/deno-cache", self);
+  struct stat cached;
+  /* Without a shipped cache, a path under a file: the runtime cannot create one there. */
+  int uncached = stat(cache, &cached) != 0 || !S_ISDIR(cached.st_mode);
+  if (uncached) snprintf(cache, sizeof cache, "/dev/null/denit-no-cache");
   /* Checked here: once stderr is lent to /dev/null, the runtime could not say it. */
   if (access(deno, X_OK) != 0) {
     /* The launcher alone: an engine's one-file init (docker run --init, podman --init-path). */
@@ -318,7 +324,7 @@ int main(int argc, char **argv) {
     relay = lend_stderr(&saved_stderr);
     if (relay < 0) return fail("cannot lend stderr to", "a pipe");
   }
-  if (set_aside(argc, argv, saved_stderr, relay) != 0) {
+  if (set_aside(argc, argv, saved_stderr, relay, cache) != 0) {
     if (saved_stderr >= 0) dup2(saved_stderr, STDERR_FILENO);
     return fail("cannot set the environment aside", "(memfd)");
   }
@@ -330,13 +336,19 @@ int main(int argc, char **argv) {
    */
   int service = argc > 2 && strcmp(argv[1], "job") == 0 && strcmp(argv[2], "serve") == 0;
   if (service && prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) return fail("cannot set", "PDEATHSIG");
-  char **args = calloc(COUNT(RUN) + 3 + (size_t)argc, sizeof *args);
+  char **args = calloc(COUNT(RUN) + 4 + (size_t)argc, sizeof *args);
   if (args == NULL) return fail("cannot start", deno);
   size_t at = 0;
-  args[at++] = deno;
+  char launcher[PATH_MAX + 16];
+  snprintf(launcher, sizeof launcher, "%s/denit", self);
+  args[at++] = launcher; /* what ps, docker top and /proc/PID/cmdline show first */
   for (size_t i = 0; i < COUNT(RUN); i++) args[at++] = (char *)RUN[i];
-  if (service) args[at++] = "--v8-flags=--max-old-space-size=64";
-  if (supervise) args[at++] = "--v8-flags=--max-semi-space-size=1,--optimize-for-size";
+  if (uncached) args[at++] = "--no-code-cache"; /* none could be kept: none is made */
+  /* One set of flags that V8 hashes into a code cache (--optimize-for-size) for every mode, so
+   * that the one shipped cache serves them all; heap sizes are not hashed. */
+  if (service) args[at++] = "--v8-flags=--optimize-for-size,--max-old-space-size=64";
+  else if (supervise) args[at++] = "--v8-flags=--optimize-for-size,--max-semi-space-size=1";
+  else args[at++] = "--v8-flags=--optimize-for-size";
   args[at++] = bundle;
   for (int i = 1; i < argc; i++) args[at++] = argv[i]; /* what ps shows; denit reads the memfd */
   args[at] = NULL;

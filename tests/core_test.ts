@@ -229,11 +229,14 @@ Deno.test("deno run's node shim on PATH does not reach the child", async () => {
   }
 });
 
-Deno.test("ps and top show denit, not the runtime's name", async () => {
+Deno.test("ps, top and docker top show denit, not the runtime's name", async () => {
   const proc = new Running([...DENIT, "-s", "--", "sh", "-c", "echo ready; exec sleep 30"]);
   try {
     await proc.waitFor(/^ready$/);
     assertEquals(await Deno.readTextFile(`/proc/${proc.child.pid}/comm`), "denit\n");
+    // The command line starts with the launcher's path (the runtime's own arguments follow).
+    const words = (await Deno.readTextFile(`/proc/${proc.child.pid}/cmdline`)).split("\0");
+    assertEquals(words[0], await Deno.realPath(DENIT[0] ?? ""));
   } finally {
     await proc.stop();
   }

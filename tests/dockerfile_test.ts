@@ -19,6 +19,9 @@ Deno.test("Dockerfile pins the Makefile's Deno and ships the launcher form, dist
   assertMatch(stages.at(-1) ?? "", /^FROM gcr\.io\/distroless\/cc-debian12:nonroot$/);
   const shipped = /^COPY --from=build (.+) \/$/m.exec(dockerfile)?.[1]?.split(" ") ?? [];
   assertEquals(shipped.map((path) => path.replace("/src/dist/", "")), FORM_FILES);
+  // The runtime's cache, made for the image's own paths (at / in the build stage).
+  assertMatch(dockerfile, /^ && \/usr\/local\/bin\/deno run .* fixtures\/cache\.ts \/$/m);
+  assertMatch(dockerfile, /^COPY --from=build \/deno-cache \/deno-cache$/m);
   assertOk(dockerfile.includes('ENTRYPOINT ["/denit", "--"]'));
   // The build context leaves out the runtime and the builds (hundreds of MB).
   const ignored = Deno.readTextFileSync(`${ROOT}.dockerignore`).split("\n");

@@ -2,6 +2,23 @@
 
 import { assertEquals, assertMatch, assertOk } from "./assert.ts";
 import { DENIT, names, run } from "./helpers.ts";
+import { DatabaseSync } from "node:sqlite";
+
+/** The modules of DEST whose compiled code its runtime cache holds (read from a copy of it). */
+async function cachedModules(dest: string): Promise<string[]> {
+  const copy = await Deno.makeTempFile({ prefix: "denit-init-cache-" });
+  try {
+    await Deno.copyFile(`${dest}/deno-cache/v8_code_cache_v2`, copy);
+    const db = new DatabaseSync(copy);
+    const rows = db.prepare("SELECT specifier FROM codecache WHERE specifier LIKE 'file:%'").all();
+    db.close();
+    return rows.map((row) => String(row.specifier)).sort();
+  } finally {
+    await Deno.remove(copy);
+    await Deno.remove(`${copy}-wal`).catch(() => {});
+    await Deno.remove(`${copy}-shm`).catch(() => {});
+  }
+}
 
 function entrypointOf(stdout: string): string[] {
   const line = stdout.split("\n").find((l) => l.startsWith("entrypoint: "));
@@ -16,10 +33,14 @@ Deno.test("init: the runnable denit and --with files; the copy supervises", asyn
     const result = await run([...DENIT, "init", `${dir}/shared`, "--with", `${dir}/extra.sh`]);
     assertEquals(result.code, 0, result.stderr);
     // The launcher as denit, the runtime, the bundle, its optional half and the job service's
-    // half: the entrypoint is DEST/denit.
+    // half, and the runtime's cache made for DEST's paths: the entrypoint is DEST/denit.
     assertEquals(
       names(`${dir}/shared`),
-      ["denit", "denit-features.js", "denit-jobs.js", "denit.js", "deno", "extra.sh"],
+      ["denit", "denit-features.js", "denit-jobs.js", "denit.js", "deno", "deno-cache", "extra.sh"],
+    );
+    assertEquals(
+      await cachedModules(`${dir}/shared`),
+      ["denit-features.js", "denit-jobs.js", "denit.js"].map((f) => `file://${dir}/shared/${f}`),
     );
     const entrypoint = entrypointOf(result.stdout);
     assertEquals(entrypoint, [`${dir}/shared/denit`, "--"]);
@@ -73,7 +94,7 @@ Deno.test({
       assertEquals(left.filter((name) => form.includes(name)), [], left.join(" "));
       const again = await run([...DENIT, "init", dest]);
       assertEquals(again.code, 0, again.stderr);
-      assertEquals(names(dest), form);
+      assertEquals(names(dest), [...form, "deno-cache"]);
       for (const name of form) {
         assertEquals(await digest(`${dest}/${name}`), await digest(`${from}/${name}`), name);
       }
@@ -113,7 +134,7 @@ Deno.test({
             result.stderr,
             /^denit init: Cannot write ".*\/deno": No space left on device\n$/,
           );
-          assertEquals(names(`${dir}/shared`), previous ? form : []);
+          assertEquals(names(`${dir}/shared`), previous ? [...form, "deno-cache"] : []);
           for (const [i, name] of (previous ? form : []).entries()) {
             assertEquals(await digest(`${dir}/shared/${name}`), digests[i], name);
           }

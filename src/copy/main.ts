@@ -1,6 +1,6 @@
 /** `denit copy` and `denit init`: parse, check, carry out, report. */
 
-import { UsageError } from "../common/errors.ts";
+import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { printErr, printOut } from "../common/log.ts";
 import { parseSignal, RUNTIME_ARMED_SIGNALS } from "../common/signals.ts";
@@ -31,6 +31,7 @@ import {
   type PlanItem,
   type Root,
 } from "./check.ts";
+import { buildCache } from "./cache.ts";
 import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
 import { basename, dirname, join, resolve } from "./paths.ts";
 import { CopyInterrupted, CopyRun, type CopySummary, removeTree } from "./run.ts";
@@ -305,8 +306,13 @@ export async function copyMain(args: readonly string[]): Promise<number> {
     }
     const { launcher, rest } = initRoots();
     const code = await install(invocation, [...rest, launcher], roots);
-    const entrypoint = [join(resolve(invocation.dest), "denit"), "--"];
-    if (!invocation.dryRun) printOut(`entrypoint: ${JSON.stringify(entrypoint)}`);
+    const dest = resolve(invocation.dest);
+    if (invocation.dryRun) return code;
+    // The runtime's cache, for DEST's own paths (its keys hold them); made again at each init.
+    await buildCache(dest).catch((err: unknown) =>
+      printErr(`denit init: ${dest} has no runtime cache (denit starts slower): ${errorLine(err)}`)
+    );
+    printOut(`entrypoint: ${JSON.stringify([join(dest, "denit"), "--"])}`);
     return code;
   } catch (err: unknown) {
     if (err instanceof CopyInterrupted) {
