@@ -324,6 +324,25 @@ while True:
   });
 });
 
+Deno.test("--verify catches a copy that differs from an unchanged source (a write the disk lost)", async () => {
+  await withDirs(async (dir) => {
+    await Deno.mkdir(`${dir}/src`);
+    await Deno.writeFile(`${dir}/src/data`, crypto.getRandomValues(new Uint8Array(65536)));
+    // The first copy_file_range says it copied 4 KiB and wrote nothing: the copy has a hole.
+    const lose = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=copy_file_range"]
+      .concat(["-e", "inject=copy_file_range:retval=4096:when=1"]);
+    const verified = await run([...lose, ...DENIT, "copy", "--verify", `${dir}/src/.`, `${dir}/v`]);
+    assertEquals(verified.code, 1, verified.stderr);
+    assertMatch(verified.stderr, /Verification failed for ".*\/v\/data": contents differ/);
+    // Without --verify the same loss goes unseen: what the flag is for.
+    const plain = await run([...lose, ...DENIT, "copy", `${dir}/src/.`, `${dir}/p`]);
+    assertEquals(plain.code, 0, plain.stderr);
+    assertOk(
+      !equalBytes(await Deno.readFile(`${dir}/p/data`), await Deno.readFile(`${dir}/src/data`)),
+    );
+  });
+});
+
 Deno.test("--dry-run prints the plan and writes nothing", async () => {
   await withDirs(async (dir) => {
     await makeSource(`${dir}/src`);
@@ -493,6 +512,10 @@ Deno.test({
     });
   },
 });
+
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((byte, i) => byte === b[i]);
+}
 
 /** Runs a shell script (fixtures with names no Deno path can spell). */
 async function sh(script: string, ...args: string[]): Promise<string> {
