@@ -1,6 +1,6 @@
 /**
- * denit's optional half: the programs and threads a plain `denit -- CMD` never runs (copy mode
- * and its threads, the health endpoint). mod.ts
+ * denit's optional half: the programs a plain `denit -- CMD` never runs (copy mode, the health
+ * endpoint). mod.ts
  * loads it on first use by a specifier the bundler does not follow, so that in the bundle form
  * it is dist/denit-features.js beside dist/denit.js and a plain start neither parses nor
  * compiles any of it; from the sources and in the compiled binary (`--include`) it is this
@@ -12,9 +12,6 @@
 /** `denit init` and `denit copy`. */
 export const copy = (): Promise<typeof import("./src/copy/main.ts")> =>
   import("./src/copy/main.ts");
-/** Copy mode's file-copying threads. */
-export const copyWorker = (): Promise<typeof import("./src/copy/worker.ts")> =>
-  import("./src/copy/worker.ts");
 /** The health endpoint (`--health-addr`). */
 export const health = (): Promise<typeof import("./src/health/endpoint.ts")> =>
   import("./src/health/endpoint.ts");

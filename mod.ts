@@ -9,7 +9,7 @@
  * @module
  */
 
-import { COPY_WORKER_NAME, SPAWN_WORKER_NAME, workerName } from "./src/common/workers.ts";
+import { SPAWN_WORKER_NAME, workerName } from "./src/common/workers.ts";
 import { ExitCode } from "./src/common/exit_codes.ts";
 import type { Launch } from "./src/sys/launch.ts";
 
@@ -104,8 +104,7 @@ export async function main(launch: Launch | null): Promise<number> {
 }
 
 const worker = workerName();
-if (worker === COPY_WORKER_NAME) (await (await features()).copyWorker()).serveCopyJobs();
-else if (worker === SPAWN_WORKER_NAME) {
+if (worker === SPAWN_WORKER_NAME) {
   await (await import("./src/supervise/spawner.ts")).serveSpawns();
 } else if (import.meta.main) {
   const { readLaunch, takeBackStderr } = await import("./src/sys/launch.ts");

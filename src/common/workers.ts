@@ -4,8 +4,6 @@
  * on the name; this module is small because the entry imports it before anything else.
  */
 
-/** Copy mode's file-copying threads. */
-export const COPY_WORKER_NAME = "denit-copy-worker";
 /** The thread that spawns the child as another user (`--user`). */
 export const SPAWN_WORKER_NAME = "denit-spawn-worker";
 

@@ -153,7 +153,7 @@ export function openDir(dirFd: number, name: Uint8Array, path: string): number {
 
 /** What the first pass found. */
 export interface CheckResult {
-  /** Regular files the copy will look at (decides whether a worker thread pays off). */
+  /** Regular files the copy will look at. */
   readonly files: number;
 }
 

@@ -1,6 +1,6 @@
 /**
- * Copying one regular file, the part of copy mode that runs on several threads (the main
- * thread, and workers for large trees: worker.ts). Everything goes through descriptors: the
+ * Copying one regular file (large ones in chunks on a thread of the runtime's pool). Everything
+ * goes through descriptors: the
  * source opened without following a symlink, the destination created with O_EXCL under its
  * temporary name (or its final name inside a directory that is still being built).
  */
@@ -79,27 +79,18 @@ export class CopyInterrupted extends Error {
   }
 }
 
-/** A stop request shared between threads: 0 go on, N > 0 signal N, -1 a failure elsewhere. */
+/** A stop request: 0 go on, N > 0 signal N, -1 a failure elsewhere. */
 export class StopFlag {
-  readonly #cell: Int32Array;
-
-  constructor(buffer: SharedArrayBuffer = new SharedArrayBuffer(4)) {
-    this.#cell = new Int32Array(buffer);
-  }
-
-  /** The shared memory, to hand to a worker. */
-  get buffer(): SharedArrayBuffer {
-    return this.#cell.buffer as SharedArrayBuffer;
-  }
+  #code = 0;
 
   /** Records a stop (the first one wins). */
   stop(code: number): void {
-    Atomics.compareExchange(this.#cell, 0, 0, code);
+    if (this.#code === 0) this.#code = code;
   }
 
   /** Throws CopyInterrupted (or a CopyError for a failure elsewhere) once a stop is recorded. */
   check(): void {
-    const code = Atomics.load(this.#cell, 0);
+    const code = this.#code;
     if (code > 0) throw new CopyInterrupted(code);
     if (code < 0) throw new CopyError("stopped: another part of the copy failed");
   }

@@ -38,8 +38,6 @@ import { CopyInterrupted, CopyRun, type CopySummary, removeTree } from "./run.ts
 
 /** The signals that stop a copy: those the runtime arms together. */
 const STOP_SIGNALS = RUNTIME_ARMED_SIGNALS;
-/** From this many files on, two worker threads copy them (below, starting them costs more). */
-const PARALLEL_MIN_FILES = 2000;
 
 /** Each SRC of `denit copy`: `SRC/.` its contents, `SRC/` SRC followed if a link, else SRC. */
 function rootsFor(sources: readonly string[]): Root[] {
@@ -157,7 +155,6 @@ async function copyInto(
     else if (!invocation.dryRun || openedDest.errno !== Errno.ENOENT) {
       fail("open", dest, openedDest.errno);
     }
-    let files = 0;
     const onItem = (item: PlanItem) => {
       if (item.action === "skip") {
         printErr(`denit ${invocation.mode}: skipping "${item.src}": it is a ${item.detail}`);
@@ -167,9 +164,9 @@ async function copyInto(
     };
     for (const { root, opened: source } of opened) {
       if (destFd >= 0) checkPlace(root, source, destFd, dest);
-      files += checkRoot(root, source, destFd, dest, invocation, onItem).files;
+      checkRoot(root, source, destFd, dest, invocation, onItem);
     }
-    if (!invocation.dryRun) await run.run(opened, destFd, dest, files >= PARALLEL_MIN_FILES);
+    if (!invocation.dryRun) await run.run(opened, destFd, dest);
     succeeded = true;
   } finally {
     if (destFd >= 0) closeFd(destFd);

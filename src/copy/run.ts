@@ -9,10 +9,9 @@
  *   and link is written under a temporary name and renamed over its destination.
  * - Directories are finished deepest first (mode, owner, attributes, times), when everything in
  *   them is written, counted by references: one for the walk of the directory, one for each
- *   subdirectory being walked and each file a worker thread is copying into it.
- * - Files of large trees are copied by two worker threads in batches; the main thread walks,
- *   makes directories and links, and finishes directories. Hard links (files whose link count
- *   is above 1) are copied on the main thread: the first as a file, the others as links to it.
+ *   subdirectory being walked.
+ * - Hard links (files whose link count is above 1): the first is copied as a file, the others
+ *   are made links to it.
  * - A failure or a stop signal removes what is in flight: temporary files and directories not
  *   yet renamed into place. A later run removes what a killed run left (`.denit-` and 12 hex).
  */
@@ -39,7 +38,6 @@ import {
 } from "../sys/files.ts";
 import {
   checkDestination,
-  CopyError,
   dirFate,
   fail,
   fileFate,
@@ -63,8 +61,6 @@ import {
   type XattrMiss,
 } from "./file.ts";
 import { bytesOf, display, isTempName, tempName } from "./names.ts";
-import type { FromWorker, JobOutcome, ToWorker } from "./worker.ts";
-import { COPY_WORKER_NAME, startWorker } from "../common/workers.ts";
 
 export { CopyInterrupted };
 
@@ -84,10 +80,8 @@ export interface CopySummary {
 /** Everything a run is told. */
 export type RunOptions = CopyOptions & PlanOptions;
 
-/** Files in a batch for a worker thread. */
-const BATCH = 128;
-/** Batches a worker holds at once (one running, one waiting). */
-const DEPTH = 2;
+/** Entries walked between two turns of the event loop, where a stop signal is heard. */
+const SIGNAL_TURN_ENTRIES = 256;
 /** Hard-linked files kept open to link later names to; beyond it, later names are copies. */
 const MAX_KEPT = 512;
 
@@ -134,83 +128,6 @@ interface Place {
   readonly node: DirNode | null;
 }
 
-interface Batch {
-  readonly jobs: FileJob[];
-  readonly places: Place[];
-}
-
-/** Two worker threads that copy batches of files. */
-class WorkerPool {
-  readonly #workers: Array<{ worker: Worker; inFlight: number; ready: Promise<void> }> = [];
-  readonly #waiting = new Map<number, (outcomes: JobOutcome[]) => void>();
-  readonly #inFlight = new Set<Promise<void>>();
-  /** Why a worker failed: from then on every batch fails with this message. */
-  #broken: string | null = null;
-  #next = 0;
-
-  constructor(count: number, options: CopyOptions, stop: StopFlag) {
-    for (let i = 0; i < count; i++) {
-      const { worker, ready } = startWorker<FromWorker>(COPY_WORKER_NAME, {
-        onMessage: ({ id, outcomes }) => {
-          this.#waiting.get(id)?.(outcomes);
-          this.#waiting.delete(id);
-        },
-        onError: (message) => {
-          this.#broken = `Copy worker failed: ${message}`;
-          for (const [id, resolve] of this.#waiting) {
-            resolve(this.#failed(BATCH)), this.#waiting.delete(id);
-          }
-        },
-      });
-      const started = ready.then(() => {
-        // A worker that failed before it listened is sent nothing.
-        if (this.#broken !== null) return;
-        worker.postMessage({ type: "start", options, stop: stop.buffer } satisfies ToWorker);
-      });
-      this.#workers.push({ worker, inFlight: 0, ready: started });
-    }
-  }
-
-  #failed(count: number): JobOutcome[] {
-    const message = this.#broken ?? "Copy worker failed";
-    return Array.from({ length: count }, (): JobOutcome => ({ ok: false, message, signo: null }));
-  }
-
-  /** Sends a batch to a worker with room; waits for room first. `done` gets the outcomes. */
-  async submit(jobs: FileJob[], done: (outcomes: JobOutcome[]) => void): Promise<void> {
-    for (;;) {
-      const free = this.#workers.find((w) => w.inFlight < DEPTH);
-      if (free !== undefined) {
-        await free.ready;
-        if (this.#broken !== null) return done(this.#failed(jobs.length));
-        const id = this.#next++;
-        free.inFlight++;
-        const answered = new Promise<void>((resolve) => {
-          this.#waiting.set(id, (outcomes) => {
-            free.inFlight--;
-            done(outcomes);
-            resolve();
-          });
-        });
-        const tracked: Promise<void> = answered.then(() => void this.#inFlight.delete(tracked));
-        this.#inFlight.add(tracked);
-        free.worker.postMessage({ type: "batch", id, jobs } satisfies ToWorker);
-        return;
-      }
-      await Promise.race(this.#inFlight);
-    }
-  }
-
-  /** Waits until every batch sent has been answered. */
-  async drain(): Promise<void> {
-    while (this.#inFlight.size > 0) await Promise.race(this.#inFlight);
-  }
-
-  close(): void {
-    for (const { worker } of this.#workers) worker.terminate();
-  }
-}
-
 /** Removes a directory tree below dirFd, by descriptors (no path is followed). */
 export function removeTree(dirFd: number, name: Uint8Array): void {
   const opened = openDirectory(dirFd, name);
@@ -252,10 +169,6 @@ export class CopyRun {
   /** Hard-linked sources already copied: "dev:ino" → the open copy. */
   readonly #linked = new Map<string, number>();
   readonly #warned = new Set<string>();
-  #pool: WorkerPool | null = null;
-  #batch: Batch = { jobs: [], places: [] };
-  readonly #deferred: Place[] = [];
-  #failure: unknown = null;
   readonly summary: CopySummary = {
     files: 0,
     dirs: 0,
@@ -278,37 +191,24 @@ export class CopyRun {
   }
 
   /**
-   * Copies every root into the open DEST directory. `parallel`: use worker threads (a large
-   * tree). Throws CopyError or CopyInterrupted, leaving nothing half-made.
+   * Copies every root into the open DEST directory. Throws CopyError or CopyInterrupted, leaving
+   * nothing half-made.
    */
   async run(
     roots: ReadonlyArray<{ root: Root; opened: OpenedRoot }>,
     destRootFd: number,
     destRootPath: string,
-    parallel: boolean,
   ): Promise<void> {
-    if (parallel && navigator.hardwareConcurrency > 1) {
-      this.#pool = new WorkerPool(2, this.#options, this.#stop);
-    }
     try {
       removeStaleTemps(destRootFd);
       for (const { root, opened } of roots) {
         await this.#copyRoot(root, opened, destRootFd, destRootPath);
       }
-      // Hard-linked files handed back by workers come after their batches: until none is left.
-      do {
-        await this.#flush();
-        await this.#pool?.drain();
-        await this.#copyDeferred();
-      } while (this.#batch.jobs.length > 0);
-      if (this.#failure !== null) throw this.#failure;
     } catch (err: unknown) {
       this.#stop.stop(-1);
-      await this.#pool?.drain();
       this.#abandon();
-      throw this.#failure ?? err;
+      throw err;
     } finally {
-      this.#pool?.close();
       for (const fd of this.#linked.values()) closeFd(fd);
     }
   }
@@ -409,10 +309,10 @@ export class CopyRun {
       entries: sortedEntries(root.srcFd, root.srcPath),
       index: 0,
     }];
-    while (stack.length > 0) {
+    for (let step = 1; stack.length > 0; step++) {
+      // A turn of the event loop now and then: a stop signal is heard only there.
+      if (step % SIGNAL_TURN_ENTRIES === 0) await new Promise((resolve) => setTimeout(resolve, 0));
       this.#stop.check();
-      if (this.#failure !== null) throw this.#failure;
-      await this.#copyDeferred();
       const frame = stack.at(-1);
       if (frame === undefined) break;
       const entry = frame.entries[frame.index++];
@@ -521,17 +421,9 @@ export class CopyRun {
     }
     if (where.node !== null) where.node.touched = true;
     if (stat !== null && stat.nlink > 1) return this.#copyLinked(where);
-    const job = this.#job(where, false, true);
-    if (this.#pool === null || where.node === null) {
-      const result = await copyFile(job, this.#options, this.#stop, true);
-      if (result.deferred) await this.#copyLinked(where);
-      else this.#count(result.bytes, result.misses);
-      return;
-    }
-    where.node.refs++;
-    this.#batch.jobs.push(job);
-    this.#batch.places.push(where);
-    if (this.#batch.jobs.length >= BATCH) await this.#flush();
+    const result = await copyFile(this.#job(where, false, true), this.#options, this.#stop, true);
+    if (result.deferred) await this.#copyLinked(where);
+    else this.#count(result.bytes, result.misses);
   }
 
   #job(where: Place, keep: boolean, deferLinked: boolean): FileJob {
@@ -569,40 +461,6 @@ export class CopyRun {
     const result = await copyFile(job, this.#options, this.#stop, true);
     if (result.keptFd !== null) this.#linked.set(key, result.keptFd);
     this.#count(result.bytes, result.misses);
-  }
-
-  /** Hard-linked files that a worker handed back. */
-  async #copyDeferred(): Promise<void> {
-    for (let next = this.#deferred.shift(); next !== undefined; next = this.#deferred.shift()) {
-      await this.#copyLinked(next);
-      if (next.node !== null) await this.#release(next.node);
-    }
-  }
-
-  async #flush(): Promise<void> {
-    const batch = this.#batch;
-    if (batch.jobs.length === 0 || this.#pool === null) return;
-    this.#batch = { jobs: [], places: [] };
-    await this.#pool.submit(batch.jobs, (outcomes) => {
-      outcomes.forEach((outcome, i) => {
-        const where = batch.places[i];
-        if (outcome.ok && outcome.deferred && where !== undefined) {
-          this.#deferred.push(where); // its directory stays referenced until it is copied
-          return;
-        }
-        if (outcome.ok) this.#count(outcome.bytes, outcome.misses);
-        else if (this.#failure === null) {
-          this.#failure = outcome.signo !== null
-            ? new CopyInterrupted(outcome.signo)
-            : new CopyError(outcome.message);
-          this.#stop.stop(-1);
-        }
-        // Finishing may rename a directory: done here, between turns of the walk.
-        if (where?.node) {
-          void this.#release(where.node).catch((err: unknown) => this.#failure ??= err);
-        }
-      });
-    });
   }
 
   #count(bytes: number, misses: readonly XattrMiss[]): void {
@@ -678,7 +536,6 @@ export class CopyRun {
   /** Drops one reference; at none, finishes the directory and releases its parent. */
   async #release(node: DirNode): Promise<void> {
     if (--node.refs > 0) return;
-    if (this.#failure !== null) return; // abandoned: #abandon() removes and closes
     this.#finish(node);
     if (node.parent !== null) await this.#release(node.parent);
   }
