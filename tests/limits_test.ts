@@ -112,7 +112,9 @@ Deno.test("the job service serves again after a burst of clients at an open-file
     const after = await run([...DENIT, "job", "--socket", socket, "--wait", "30s", "list"], {
       timeoutMs: 60_000,
     });
-    assertEquals([after.code, after.stderr], [0, ""]);
+    // Answered, if need be by a service started again (the client says once that it waits).
+    assertEquals(after.code, 0, after.stderr);
+    assertMatch(after.stderr, /^(denit job: no answer yet from the job service at .*\n)?$/);
   } finally {
     proc.kill("SIGTERM");
     await proc.stop();

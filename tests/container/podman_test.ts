@@ -168,7 +168,10 @@ async function getInside(container: string, path: string, deno = "/deno"): Promi
   return Number(result.stdout.trim());
 }
 
-/** The command line of a container's PID 1 (denit's launcher has exec'd the runtime by now). */
+/**
+ * The command line of a container's PID 1: denit's launcher has exec'd the runtime by now, with
+ * the launcher's path as its first word.
+ */
 async function pid1(container: string): Promise<string> {
   const line = (await must("podman", ["top", container, "pid", "args"])).split("\n")
     .find((row) => /^1\s/.test(row)) ?? "";
@@ -178,7 +181,7 @@ async function pid1(container: string): Promise<string> {
 /** The launched runtime's command line for denit in `dir` with `args`. */
 function launched(dir: string, args: string): RegExp {
   const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
-  return new RegExp(`^${escape(`${dir}/deno run `)}.*${escape(`${dir}/denit.js ${args}`)}$`);
+  return new RegExp(`^${escape(`${dir}/denit run `)}.*${escape(`${dir}/denit.js ${args}`)}$`);
 }
 
 podmanTest(
