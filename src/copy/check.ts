@@ -151,12 +151,6 @@ export function openDir(dirFd: number, name: Uint8Array, path: string): number {
   return opened.value;
 }
 
-/** What the first pass found. */
-export interface CheckResult {
-  /** Regular files the copy will look at. */
-  readonly files: number;
-}
-
 interface Frame {
   readonly srcFd: number;
   /** The existing destination directory; null when it will be new (nothing to compare). */
@@ -223,7 +217,7 @@ export function closeRoot(opened: OpenedRoot): void {
 
 /**
  * The first pass over one root: throws CopyError on the first refusal; reports every entry
- * through `onItem` (the plan) and counts the files.
+ * through `onItem` (the plan).
  */
 export function checkRoot(
   root: Root,
@@ -232,14 +226,14 @@ export function checkRoot(
   destRootPath: string,
   options: PlanOptions,
   onItem: (item: PlanItem) => void,
-): CheckResult {
+): void {
   if (opened.kind === "entry") {
     const destName = bytesOf(root.destName);
     const destPath = root.contents ? destRootPath : `${destRootPath}/${root.destName}`;
     // destRootFd < 0: DEST does not exist (a dry run does not make it): nothing to compare.
     const dest = destRootFd < 0 ? null : statIfThere(destRootFd, destName, destPath);
     checkDestination(opened.stat.kind, dest, destPath);
-    const files = entryItem(
+    entryItem(
       opened.parentFd,
       opened.name,
       opened.stat,
@@ -251,9 +245,8 @@ export function checkRoot(
       options,
       onItem,
     );
-    return { files };
+    return;
   }
-  let files = 0;
   const stack = [rootFrame(root, opened, destRootFd, destRootPath, options, onItem)];
   try {
     while (stack.length > 0) {
@@ -267,8 +260,7 @@ export function checkRoot(
         continue;
       }
       const child = checkEntry(frame, entry, options, onItem);
-      if (typeof child === "number") files += child;
-      else stack.push(child);
+      if (child !== null) stack.push(child);
     }
   } finally {
     for (const frame of stack) {
@@ -276,7 +268,6 @@ export function checkRoot(
       if (frame.destFd !== null && frame.destFd !== destRootFd) closeFd(frame.destFd);
     }
   }
-  return { files };
 }
 
 /** The walk's first frame: a root that is a directory, checked and planned as one. */
@@ -308,24 +299,24 @@ function rootFrame(
 }
 
 /**
- * One entry of a directory being walked: refused (CopyError), planned (the files it counts), or
- * a directory to walk next (its frame).
+ * One entry of a directory being walked: refused (CopyError), planned (null), or a directory to
+ * walk next (its frame).
  */
 function checkEntry(
   frame: Frame,
   entry: DirEntry,
   options: PlanOptions,
   onItem: (item: PlanItem) => void,
-): number | Frame {
+): Frame | null {
   const srcPath = display(frame.srcPath, entry.name);
   const path = display(frame.destPath, entry.name);
   const kind = kindOf(entry, frame.srcFd, srcPath);
-  if (kind === null) return 0; // gone between listing and looking: nothing to copy
+  if (kind === null) return null; // gone between listing and looking: nothing to copy
   const dest = frame.destFd === null ? null : statIfThere(frame.destFd, entry.name, path);
   if (kind === "dir") {
     checkDestination("dir", dest, path);
     const srcStat = statIfThere(frame.srcFd, entry.name, srcPath);
-    if (srcStat === null) return 0;
+    if (srcStat === null) return null;
     onItem(dirItem(srcStat, dest, srcPath, path, options));
     const srcFd = openDir(frame.srcFd, entry.name, srcPath);
     const destFd = dest === null || frame.destFd === null
@@ -337,17 +328,17 @@ function checkEntry(
   const srcStat = kind === "file" && dest === null
     ? null
     : statIfThere(frame.srcFd, entry.name, srcPath);
-  if (kind !== "file" && srcStat === null) return 0;
+  if (kind !== "file" && srcStat === null) return null;
   if (kind !== "file" && kind !== "link") {
     special(kind, srcPath, options, onItem);
-    return 0;
+    return null;
   }
   checkDestination(kind, dest, path);
   if (srcStat === null) {
     onItem({ action: "copy", src: srcPath, dest: path, detail: "" });
-    return 1;
+    return null;
   }
-  return entryItem(
+  entryItem(
     frame.srcFd,
     entry.name,
     srcStat,
@@ -359,6 +350,7 @@ function checkEntry(
     options,
     onItem,
   );
+  return null;
 }
 
 function special(
@@ -396,7 +388,7 @@ function entryItem(
   path: string,
   options: PlanOptions,
   onItem: (item: PlanItem) => void,
-): number {
+): void {
   if (src.kind === "link") {
     const target = readSymlink(srcDirFd, name);
     if (!target.ok) fail("read", srcPath, target.errno);
@@ -407,16 +399,15 @@ function entryItem(
     const fate = linkFate(target.value, dest, readDest, options);
     const action = fate === "unchanged" ? "unchanged" : "link";
     onItem({ action, src: srcPath, dest: path, detail: printable(target.value) });
-    return 0;
+    return;
   }
   if (src.kind !== "file") {
     special(src.kind, srcPath, options, onItem);
-    return 0;
+    return;
   }
   const fate = fileFate(src, dest, options);
   const action = fate === "new" ? "copy" : fate === "unchanged" ? "unchanged" : "replace";
   onItem({ action, src: srcPath, dest: path, detail: "" });
-  return 1;
 }
 
 /** One line of the plan as --dry-run prints it. */
