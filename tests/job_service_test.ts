@@ -1355,7 +1355,11 @@ Deno.test({
       const listed = await call<{ jobs: Job[] }>((cb) => s.client.List({ ids: ["plain"] }, cb));
       Deno.kill(defined(listed.jobs[0], "the job").pid, "SIGKILL");
       const killed = await job("follow", "plain");
-      assertMatch(killed.stdout, /^plain failed pid=\d+ signal=SIGKILL\n$/);
+      // Follow may find it running still (its keeper has not recorded the end yet): no cause.
+      assertMatch(
+        killed.stdout,
+        /^(plain running pid=\d+\n)?plain failed pid=\d+ signal=SIGKILL\n$/,
+      );
       assertOk(exists(servicePidOf(s.pid)), "the service is gone");
     } finally {
       await s.stop();
