@@ -480,6 +480,16 @@ const OOM_ORDERS: ReadonlyArray<{
     oom: true,
   },
   {
+    name: "another's OOM kill, counted before its reaping, then the child's own",
+    events: [["taken", 0, 0], ["taken", 5, 1], ["other", 60], ["child", 90, 2]],
+    oom: true,
+  },
+  {
+    name: "another's OOM kill, counted before its reaping; a kill -9 of the child",
+    events: [["taken", 0, 0], ["taken", 5, 1], ["other", 60], ["child", 90, 1]],
+    oom: false,
+  },
+  {
     name: "another's kill -9 (no rise comes), then long after, the child's OOM kill",
     events: [["taken", 0, 0], ["other", 5], ["child", 5 + OOM_COUNT_SETTLE_MS, 1]],
     oom: true,

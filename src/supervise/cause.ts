@@ -90,19 +90,26 @@ export class OomLedger {
   #before: number | null = null;
   /** When each other process killed by SIGKILL was reaped, its rise not yet seen. */
   #unsettled: number[] = [];
+  /** When each rise was seen that no reaped process claimed yet (its victim still exiting). */
+  #unclaimed: number[] = [];
 
   /** The count read while the child lives and is not on its way out: none of it is the child's. */
   taken(count: number | null, nowMs: number): void {
     if (count === null) return;
     this.#expire(nowMs);
-    const rise = this.#before === null ? 0 : count - this.#before;
-    this.#unsettled.splice(0, Math.max(0, rise));
+    const rise = this.#before === null ? 0 : Math.max(0, count - this.#before);
+    const claimed = this.#unsettled.splice(0, rise).length;
+    for (let i = claimed; i < rise; i++) this.#unclaimed.push(nowMs);
     this.#before = count;
   }
 
-  /** Another process was reaped, killed by SIGKILL: the OOM killer's count may rise for it. */
+  /**
+   * Another process was reaped, killed by SIGKILL: its rise was seen already (it took a while
+   * to exit), or may still come.
+   */
   otherKilled(nowMs: number): void {
-    this.#unsettled.push(nowMs);
+    this.#expire(nowMs);
+    if (this.#unclaimed.shift() === undefined) this.#unsettled.push(nowMs);
   }
 
   /** Whether some reaped process's rise may still come (then the count is read again). */
@@ -120,5 +127,6 @@ export class OomLedger {
 
   #expire(nowMs: number): void {
     this.#unsettled = this.#unsettled.filter((at) => nowMs - at < OOM_COUNT_SETTLE_MS);
+    this.#unclaimed = this.#unclaimed.filter((at) => nowMs - at < OOM_COUNT_SETTLE_MS);
   }
 }
