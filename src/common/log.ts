@@ -45,7 +45,7 @@ function formatValue(value: string | number | boolean): string {
   return /^[^\s"=\u0000-\u001f\u007f]+$/.test(text) ? text : JSON.stringify(text);
 }
 
-/** Formats one line without writing it (exported for tests). */
+/** Formats one line without writing it. */
 export function formatLine(
   pid: number,
   level: LogLevel,
@@ -70,7 +70,7 @@ export type LogFormat = "text" | "json";
  */
 export const MAX_LINE_BYTES = 4096;
 
-/** One JSON line: time, level, pid, message and the fields (exported for tests). */
+/** One JSON line: time, level, pid, message and the fields. */
 export function formatJsonLine(
   pid: number,
   level: LogLevel,

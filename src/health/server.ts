@@ -59,7 +59,7 @@ const REASONS: Readonly<Record<number, string>> = {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** Serialises a response (always `connection: close`); exported for tests. */
+/** Serialises a response (always `connection: close`). */
 export function encodeResponse(response: HttpResponse, head: boolean): Uint8Array {
   const body = encoder.encode(response.body);
   const lines = [

@@ -10,7 +10,7 @@ import { errorLine } from "../common/errors.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
-import { Job, JOB_OUTPUT_CAP, type JobRecord, JobTable } from "./store.ts";
+import { Job, JOB_OUTPUT_CAP, JobTable } from "./store.ts";
 import { STOPPING_FILE } from "../common/job_paths.ts";
 import { CANCEL_SIGNAL, KEEPER_STARTED, keeperArgv, keeperLives } from "../common/job_protocol.ts";
 
@@ -522,6 +522,3 @@ export class JobService {
     return { jobs: page, nextAfterId: more ? page.at(-1)?.id ?? "" : "" };
   }
 }
-
-/** Records of a run, for the restarted service's first look (exported for tests). */
-export type { JobRecord };
