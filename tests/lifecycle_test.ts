@@ -1161,7 +1161,9 @@ Deno.test("--kill-orphans: a daemon that re-forks to outlive its TERM, and one o
   const refork = "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" +
     "while True:\n    time.sleep(0.2)\n    if os.fork() > 0: os._exit(0)\n";
   const child = `(trap "" TERM; setsid python3 -c "$1" & echo "refork $!"); ` +
-    `(setsid "$2" eval "setInterval(() => {}, 1000)" & echo "runtime $!"); ` +
+    // It becomes an orphan (its subshell exits) only once it runs the runtime, not setsid.
+    `(setsid "$2" eval "setInterval(() => {}, 1000)" & r=$!; ` +
+    `until [ "$(cat /proc/$r/comm 2>/dev/null)" = deno ]; do sleep 0.01; done; echo "runtime $r"); ` +
     `read x < "$0"; exit 7`;
   const proc = new Running([
     ...DENIT,
