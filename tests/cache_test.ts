@@ -68,6 +68,28 @@ async function traced(dir: string, argv: readonly string[]): Promise<string> {
   return (await Promise.all(files.map((file) => Deno.readTextFile(file)))).join("\n");
 }
 
+/**
+ * A copy of the form readable by every user, in `dir`, with its cache made by `fill`, mounted
+ * read-only while `use` runs with the launcher's path.
+ */
+async function readOnlyForm(
+  dir: string,
+  fill: (form: string) => Promise<void>,
+  use: (denit: string) => Promise<void>,
+): Promise<void> {
+  const [denit = ""] = await denitForAnyUser(dir);
+  const form = denit.slice(0, denit.lastIndexOf("/"));
+  await fill(form);
+  const cache = `${form}/${CACHE_DIR}`;
+  assertEquals((await run(["mount", "--bind", cache, cache])).code, 0);
+  try {
+    assertEquals((await run(["mount", "-o", "remount,ro,bind", cache])).code, 0);
+    await use(denit);
+  } finally {
+    await run(["umount", cache]);
+  }
+}
+
 Deno.test({
   name: "read-only and as another user, the cache is read and nothing is written to it",
   ignore: Deno.uid() !== 0,
@@ -75,13 +97,7 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: "denit-cache-" });
     await Deno.chmod(dir, 0o777);
     try {
-      const [denit = ""] = await denitForAnyUser(dir);
-      const form = denit.slice(0, denit.lastIndexOf("/"));
-      await buildCache(form);
-      const cache = `${form}/${CACHE_DIR}`;
-      assertEquals((await run(["mount", "--bind", cache, cache])).code, 0);
-      try {
-        assertEquals((await run(["mount", "-o", "remount,ro,bind", cache])).code, 0);
+      await readOnlyForm(dir, buildCache, async (denit) => {
         const lines = (await traced(dir, [denit, "-s", "--", "echo", "ran"])).split("\n");
         // The code cache opened read-only (writing it fails) and read from.
         const opened = lines.map((line) =>
@@ -90,9 +106,7 @@ Deno.test({
         assertOk(opened !== undefined, lines.filter((l) => l.includes(CACHE_DIR)).join("\n"));
         assertOk(lines.some((line) => line.includes(`pread64(${opened},`)), "never read");
         assertOk(!lines.some((line) => /pwrite64\(/.test(line)), "written");
-      } finally {
-        await run(["umount", cache]);
-      }
+      });
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
@@ -107,28 +121,23 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: "denit-cache-" });
     await Deno.chmod(dir, 0o777);
     try {
-      const [denit = ""] = await denitForAnyUser(dir);
-      const form = denit.slice(0, denit.lastIndexOf("/"));
       // dist/'s cache: keys for dist/'s paths, and marked as another runtime's.
-      await run(["cp", "-a", `${ROOT}dist/${CACHE_DIR}`, form]);
-      for (const db of ["dep_analysis_cache_v2", "node_analysis_cache_v2", "v8_code_cache_v2"]) {
-        const connection = new DatabaseSync(`${form}/${CACHE_DIR}/${db}`);
-        connection.exec("UPDATE info SET value = '2.0.0' WHERE key = 'CLI_VERSION'");
-        connection.close();
-        for (const suffix of ["-wal", "-shm"]) {
-          await Deno.writeFile(`${form}/${CACHE_DIR}/${db}${suffix}`, new Uint8Array());
+      const foreign = async (form: string) => {
+        await run(["cp", "-a", `${ROOT}dist/${CACHE_DIR}`, form]);
+        for (const db of ["dep_analysis_cache_v2", "node_analysis_cache_v2", "v8_code_cache_v2"]) {
+          const connection = new DatabaseSync(`${form}/${CACHE_DIR}/${db}`);
+          connection.exec("UPDATE info SET value = '2.0.0' WHERE key = 'CLI_VERSION'");
+          connection.close();
+          for (const suffix of ["-wal", "-shm"]) {
+            await Deno.writeFile(`${form}/${CACHE_DIR}/${db}${suffix}`, new Uint8Array());
+          }
         }
-      }
-      const cache = `${form}/${CACHE_DIR}`;
-      assertEquals((await run(["mount", "--bind", cache, cache])).code, 0);
-      try {
-        assertEquals((await run(["mount", "-o", "remount,ro,bind", cache])).code, 0);
+      };
+      await readOnlyForm(dir, foreign, async (denit) => {
         const shown = await run(["script", "-qec", `${denit} -s -- echo ran`, "/dev/null"]);
         assertEquals([shown.code, shown.stdout.replaceAll("\r", "")], [0, "ran\n"]);
         await traced(dir, [denit, "-s", "--", "echo", "ran"]);
-      } finally {
-        await run(["umount", cache]);
-      }
+      });
     } finally {
       await Deno.remove(dir, { recursive: true });
     }
