@@ -31,7 +31,7 @@ import {
   oomKillsFrom,
   parseMountInfo,
   readOomGroup,
-} from "../src/supervise/cgroup.ts";
+} from "../src/sys/cgroup.ts";
 import { explainExit, OOM_COUNT_SETTLE_MS, OomLedger } from "../src/supervise/cause.ts";
 import { scanZombies } from "../src/supervise/zombies.ts";
 import { formatReport, MAX_REPORT_BYTES } from "../src/supervise/termination.ts";

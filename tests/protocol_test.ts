@@ -14,8 +14,8 @@ import {
   keeperLives,
   parseState,
   STATE_FIELDS,
-} from "../src/common/job_protocol.ts";
-import { DEFAULT_JOBS_SOCKET } from "../src/common/job_paths.ts";
+} from "../src/jobs/contract.ts";
+import { DEFAULT_JOBS_SOCKET } from "../src/jobs/contract.ts";
 
 const LAUNCHER = Deno.readTextFileSync(`${ROOT}launch/denit.c`);
 const KEEPER = Deno.readTextFileSync(`${ROOT}launch/keep.c`);

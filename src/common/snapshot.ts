@@ -5,8 +5,16 @@
  */
 
 import type { ListenAddress } from "./address.ts";
-import type { JobCounts } from "./job_paths.ts";
 import type { ReadyCheck } from "./ready.ts";
+
+/** Jobs by outcome, for /status and /metrics (the job service writes them, src/jobs/contract.ts). */
+export interface JobCounts {
+  readonly running: number;
+  readonly started: number;
+  readonly succeeded: number;
+  readonly failed: number;
+  readonly cancelled: number;
+}
 
 /** The supervisor's state names, as /status reports them. */
 export type StateName = "starting" | "running" | "stopping" | "exited";

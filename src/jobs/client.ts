@@ -11,7 +11,7 @@ import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { escapeControls, printErr, printOut } from "../common/log.ts";
 import { parseSignal } from "../common/signals.ts";
-import { DEFAULT_JOBS_SOCKET } from "../common/job_paths.ts";
+import { DEFAULT_JOBS_SOCKET } from "./contract.ts";
 import { jobsDefinition } from "./proto.ts";
 import type { JobMessage, OutputMessage } from "./service.ts";
 

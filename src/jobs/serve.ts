@@ -18,7 +18,7 @@ import { Duplex } from "node:stream";
 import { option, type OptionSpec, scanArgs, Settings } from "../common/args.ts";
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
-import { prepareTrustedDirectory, runDirectory } from "../common/job_paths.ts";
+import { prepareTrustedDirectory, runDirectory } from "./contract.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
 import { launcherPath } from "../common/paths.ts";
 import { connectionWaiting } from "../sys/listener.ts";

@@ -11,8 +11,13 @@ import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
 import { Job, JOB_OUTPUT_CAP, JobTable } from "./store.ts";
-import { STOPPING_FILE } from "../common/job_paths.ts";
-import { CANCEL_SIGNAL, KEEPER_STARTED, keeperArgv, keeperLives } from "../common/job_protocol.ts";
+import {
+  CANCEL_SIGNAL,
+  KEEPER_STARTED,
+  keeperArgv,
+  keeperLives,
+  STOPPING_FILE,
+} from "./contract.ts";
 
 /** Cancel's default time between TERM and KILL. */
 export const DEFAULT_CANCEL_GRACE_MS = 10_000;

@@ -7,8 +7,8 @@
  * bytes of spool.
  */
 
-import { COUNTS_FILE, type JobCounts } from "../common/job_paths.ts";
-import { type KeeperState, parseState } from "../common/job_protocol.ts";
+import { COUNTS_FILE, type KeeperState, parseState } from "./contract.ts";
+import type { JobCounts } from "../common/snapshot.ts";
 import { readNoFollow, replaceFile } from "../sys/spool.ts";
 
 /** What each job may store of its output, stdout and stderr together (the keeper's cap). */

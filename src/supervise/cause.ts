@@ -7,7 +7,7 @@
 import { SIGKILL, signalName } from "../common/signals.ts";
 import type { ExitStatus } from "../sys/process.ts";
 import { formatDuration } from "../common/duration.ts";
-import { formatBytes } from "./cgroup.ts";
+import { formatBytes } from "../sys/cgroup.ts";
 
 /** The causes /status and /metrics name. */
 export type ExitCause = "exited" | "oom" | "grace" | "timeout" | "forwarded" | "external";

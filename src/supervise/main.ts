@@ -24,7 +24,7 @@ import { signalName } from "../common/signals.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, OPTIONS, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { FaultPoint, Supervisor } from "./supervisor.ts";
-import type { JobHost } from "./jobs.ts";
+import type { JobHost } from "../jobs/host.ts";
 import type { RunAs } from "./user.ts";
 
 /** What the entry module provides. */
@@ -197,7 +197,7 @@ async function startJobs(
   supervisor: Supervisor,
 ): Promise<JobHost | null> {
   if (config.jobsSocket === null) return null;
-  const { JobHost } = await import("./jobs.ts");
+  const { JobHost } = await import("../jobs/host.ts");
   const host = new JobHost({
     socket: config.jobsSocket,
     spool: config.jobsSpool,

@@ -66,10 +66,10 @@ import {
   readMemoryLimit,
   readOomGroup,
   readOomKills,
-} from "./cgroup.ts";
+} from "../sys/cgroup.ts";
 import type { Spawner } from "./spawner.ts";
 import type { RunAs } from "./user.ts";
-import type { JobHost } from "./jobs.ts";
+import type { JobHost } from "../jobs/host.ts";
 
 /** Sweeps of leftovers after reaping are at least this far apart (each reads /proc). */
 const SWEEP_INTERVAL_MS = 20;

@@ -32,7 +32,7 @@ export class UnixListener {
   }
 
   /**
-   * Binds `path` (made free by common/job_paths.ts), makes it 0600 (connect(2) needs write
+   * Binds `path` (made free by jobs/contract.ts), makes it 0600 (connect(2) needs write
    * permission on the socket: only its owner may), then listens. Throws an Error that says which
    * call failed.
    */

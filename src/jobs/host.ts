@@ -12,13 +12,16 @@
 import { errorLine } from "../common/errors.ts";
 import {
   COUNTS_FILE,
-  type JobCounts,
+  keeperLives,
+  type KeeperState,
+  parseState,
   prepareSocketPath,
   prepareTrustedDirectory,
   runDirectory,
+  stillRuns,
   STOPPING_FILE,
-} from "../common/job_paths.ts";
-import { keeperLives, type KeeperState, parseState, stillRuns } from "../common/job_protocol.ts";
+} from "./contract.ts";
+import type { JobCounts } from "../common/snapshot.ts";
 import type { Logger } from "../common/log.ts";
 import { dirname, launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
@@ -32,7 +35,7 @@ import {
   sendSignal,
   spawn,
 } from "../sys/process.ts";
-import { findMemoryCgroup, oomCountFile, readOomKills } from "./cgroup.ts";
+import { findMemoryCgroup, oomCountFile, readOomKills } from "../sys/cgroup.ts";
 
 /** The service starts again no sooner than this, doubled at each death up to RESTART_MAX_MS. */
 const RESTART_FIRST_MS = 100;
@@ -155,7 +158,7 @@ export class JobHost {
 
   /**
    * Makes the socket's directory, the spool and this run's directory in it (trusted, see
-   * job_paths.ts), binds the socket and listens, so that a bad path fails here, before the child
+   * contract.ts), binds the socket and listens, so that a bad path fails here, before the child
    * runs; the service starts when the first connection waits. Throws the whole line to log.
    */
   async start(): Promise<void> {

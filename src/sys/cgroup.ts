@@ -8,7 +8,7 @@
  * so that a missing file costs no exception.
  */
 
-import { pathExists } from "../sys/process.ts";
+import { pathExists } from "./process.ts";
 
 /** Where the memory controller's files for this process are. */
 export interface MemoryCgroup {

@@ -1,0 +1,262 @@
+/**
+ * The job feature's contract: every fact that crosses its processes (denit, the job service, a
+ * job's keeper, launch/keep.c, and the client), defined here once for the TypeScript side;
+ * tests/protocol_test.ts holds the C side to it. The seams:
+ *
+ * - the keeper's command line, `denit job keep DIR SEQ CAP [--cwd D] [--oom-count F] [--env
+ *   N=V]... -- ARGV` (keeperArgv);
+ * - its handshake on stdout: `pid P` once the job runs (KEEPER_STARTED);
+ * - the state line `DIR/SEQ.state` (STATE_FIELDS), written by the keeper only, read by
+ *   parseState only; its keeper's pid and start time say whether it lives (keeperLives);
+ * - a Cancel: the grace in ms in `DIR/SEQ.cancel`, then CANCEL_SIGNAL to the keeper;
+ * - the run's directory in the spool (runDirectory), its stop marker (STOPPING_FILE, made by
+ *   denit) and its counts (COUNTS_FILE, written by the service);
+ * - the places on disk, trusted only if no other user can change them (prepareTrustedDirectory);
+ * - the listening socket and the launch record, which denit's launcher hands the service
+ *   (src/sys/listener.ts, src/sys/launch.ts).
+ *
+ * PID 1's side of the feature is host.ts; this file and host.ts are all of it that denit.js
+ * carries (tests/imports_test.ts).
+ */
+
+import { dirname } from "../common/paths.ts";
+import { readProcStat } from "../common/proc.ts";
+import { errorLine } from "../common/errors.ts";
+
+/** What `N.state` holds: the keeper's part. */
+export interface KeeperState {
+  readonly pid: number;
+  /** The keeper's own pid: Cancel asks it (SIGUSR1). */
+  readonly keeper: number;
+  /** The keeper's start time (proc(5) stat field 22): with its pid, who it is. */
+  readonly since: number;
+  /** The exit code; -1 while it runs or when a signal ended it. */
+  readonly exit: number;
+  /** The signal that ended it; 0 if none did. */
+  readonly signal: number;
+  readonly finished: number;
+  readonly truncated: number;
+  /** Bytes that could not be stored (a full or read-only disk). */
+  readonly lost: number;
+  /** The output ended: every writer of its pipes is gone. */
+  readonly ended: number;
+  /** 1: a SIGKILL while the memory cgroup counted an OOM kill (the kernel's OOM killer). */
+  readonly oom: number;
+}
+
+/** The state line's fields, in the keeper's order: `pid=P keeper=K exit=C ...`. */
+export const STATE_FIELDS = [
+  "pid",
+  "keeper",
+  "since",
+  "exit",
+  "signal",
+  "finished",
+  "truncated",
+  "lost",
+  "ended",
+  "oom",
+] as const satisfies ReadonlyArray<keyof KeeperState>;
+
+/** Parses a state line; null for anything else (a file being replaced, say). */
+export function parseState(text: string): KeeperState | null {
+  const fields = new Map(text.trim().split(" ").map((pair) => pair.split("=") as [string, string]));
+  const state: Record<string, number> = {};
+  for (const key of STATE_FIELDS) {
+    const value = Number(fields.get(key) ?? NaN);
+    if (!Number.isInteger(value)) return null;
+    state[key] = value;
+  }
+  return state as unknown as KeeperState;
+}
+
+/** What the keeper says on stdout once the job runs; anything else: it could not start it. */
+export const KEEPER_STARTED = /^pid \d+\n$/;
+
+/** The signal that tells a keeper a Cancel waits in `DIR/SEQ.cancel`. */
+export const CANCEL_SIGNAL = "SIGUSR1";
+
+/** What the keeper of job `seq` of the run in `dir` needs beside the job's own argv. */
+export interface KeeperOptions {
+  readonly dir: string;
+  readonly seq: number;
+  readonly cap: number;
+  readonly workDir: string | null;
+  readonly oomCount: string | null;
+  readonly env: readonly string[];
+}
+
+/** The keeper's command line, the launcher's path first. */
+export function keeperArgv(launcher: string, o: KeeperOptions, argv: readonly string[]): string[] {
+  return [
+    launcher,
+    "job",
+    "keep",
+    o.dir,
+    String(o.seq),
+    String(o.cap),
+    ...(o.workDir === null ? [] : ["--cwd", o.workDir]),
+    ...(o.oomCount === null ? [] : ["--oom-count", o.oomCount]),
+    ...o.env.flatMap((entry) => ["--env", entry]),
+    "--",
+    ...argv,
+  ];
+}
+
+/** Whether the keeper a state names still runs: its pid is alive with its start time. */
+export function keeperLives(state: KeeperState): boolean {
+  if (state.keeper <= 0) return false;
+  try {
+    return readProcStat(state.keeper).field(22) === String(state.since);
+  } catch {
+    return false; // gone
+  }
+}
+
+/** Whether the state says the job runs: not finished, and its keeper lives. */
+export function stillRuns(state: KeeperState): boolean {
+  return state.finished === 0 && keeperLives(state);
+}
+
+/** Where `denit job` and `denit bridge` look for the service unless told (the README's path). */
+export const DEFAULT_JOBS_SOCKET = "/run/denit/jobs.sock";
+
+/**
+ * The directory of one run of denit in the spool, named by denit's pid and start time (so that
+ * a pid used again by a later run is another directory).
+ */
+export function runDirectory(spool: string, pid: number): string {
+  return `${spool}/denit-${pid}-${readProcStat(pid).field(22) || "0"}`;
+}
+
+/** The run directory's file of job counts (JSON, common/snapshot.ts's JobCounts), written by the service. */
+export const COUNTS_FILE = "counts.json";
+/**
+ * Made in the run's directory when denit starts to stop, before the stop reaches the main child:
+ * the service reads it at each Run, so that no Run slips in ahead of the signal that says so.
+ */
+export const STOPPING_FILE = "stopping";
+
+/*
+ * Trusted places: every directory on the way, links followed, belongs to root or to denit's
+ * user and is writable by no one else (a sticky one such as /tmp excepted), as ssh treats its
+ * directories; missing ones are created 0700. A stale socket left by an earlier run is
+ * replaced, a live one or another file never.
+ */
+
+/** Links followed on one walk before it is called a loop (the kernel's MAXSYMLINKS). */
+const MAX_LINKS = 40;
+const STICKY = 0o1000;
+const GROUP_OR_OTHER_WRITE = 0o022;
+
+function owner(info: Deno.FileInfo): number {
+  return info.uid ?? -1;
+}
+
+/** Refuses what another user than root or `uid` could change. */
+function check(path: string, info: Deno.FileInfo, uid: number, last: boolean): void {
+  const mode = info.mode ?? 0;
+  if (owner(info) !== 0 && owner(info) !== uid) {
+    throw new Error(
+      `"${path}" belongs to uid ${owner(info)}, not to denit's user (uid ${uid}) or root`,
+    );
+  }
+  if (info.isSymlink) return;
+  if (last && owner(info) !== uid) {
+    throw new Error(`"${path}" belongs to uid ${owner(info)}, not to uid ${uid}`);
+  }
+  if ((mode & GROUP_OR_OTHER_WRITE) !== 0 && (last || (mode & STICKY) === 0)) {
+    const octal = (mode & 0o7777).toString(8).padStart(4, "0");
+    throw new Error(`"${path}" is writable by other users (mode ${octal})`);
+  }
+}
+
+/**
+ * Walks `dir` one component at a time, following links by hand so that each link and each
+ * directory met is checked: returns the real path of the part that exists and the components
+ * still missing.
+ */
+function walk(dir: string, uid: number): { at: string; missing: string[] } {
+  const pending = dir.split("/").filter((name) => name !== "" && name !== ".").reverse();
+  let at = "/";
+  check(at, Deno.lstatSync(at), uid, pending.length === 0);
+  for (let links = 0; pending.length > 0;) {
+    const name = pending.pop() as string; // the loop's condition says there is one
+    if (name === "..") {
+      at = at.slice(0, at.lastIndexOf("/")) || "/";
+      continue;
+    }
+    const next = at === "/" ? `/${name}` : `${at}/${name}`;
+    let info: Deno.FileInfo;
+    try {
+      info = Deno.lstatSync(next);
+    } catch (err: unknown) {
+      if (err instanceof Deno.errors.NotFound) return { at, missing: [name, ...pending.reverse()] };
+      throw err;
+    }
+    if (info.isSymlink) {
+      check(next, info, uid, false);
+      if (++links > MAX_LINKS) throw new Error(`"${dir}": too many levels of links`);
+      const target = Deno.readLinkSync(next);
+      if (target.startsWith("/")) at = "/";
+      pending.push(...target.split("/").filter((n) => n !== "" && n !== ".").reverse());
+      continue;
+    }
+    if (!info.isDirectory) throw new Error(`"${next}" is not a directory`);
+    check(next, info, uid, pending.length === 0);
+    at = next;
+  }
+  return { at, missing: [] };
+}
+
+/**
+ * Makes `dir` ready for denit's own files: created 0700 where missing, refused where another
+ * user could change it (the error, after `label`, names the place and why).
+ */
+export function prepareTrustedDirectory(dir: string, label: string): void {
+  try {
+    prepareDirectory(dir);
+  } catch (err: unknown) {
+    throw new Error(`${label} ${errorLine(err)}`, { cause: err });
+  }
+}
+
+function prepareDirectory(dir: string): void {
+  const uid = Deno.uid() ?? 0;
+  const { at, missing } = walk(dir, uid);
+  let made = at;
+  for (const name of missing) {
+    made = made === "/" ? `/${name}` : `${made}/${name}`;
+    try {
+      Deno.mkdirSync(made, { mode: 0o700 });
+    } catch (err: unknown) {
+      // Made meanwhile by someone else: walked again below, so trusted only if it may be.
+      if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
+    }
+  }
+  if (missing.length > 0) walk(dir, uid);
+}
+
+/** Makes `socket` free to bind: its directory trusted, and no file (or only a dead socket) there. */
+export async function prepareSocketPath(socket: string): Promise<void> {
+  prepareTrustedDirectory(dirname(socket), "socket directory:");
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.lstat(socket);
+  } catch (err: unknown) {
+    if (err instanceof Deno.errors.NotFound) return;
+    throw err;
+  }
+  if (!info.isSocket) {
+    throw new Deno.errors.AlreadyExists(`"${socket}" exists and is not a socket`);
+  }
+  try {
+    const conn = await Deno.connect({ transport: "unix", path: socket });
+    conn.close();
+  } catch {
+    // Nobody listens: a socket left by an earlier run, replaced.
+    await Deno.remove(socket);
+    return;
+  }
+  throw new Deno.errors.AddrInUse(`another process serves "${socket}"`);
+}
