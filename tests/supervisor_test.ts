@@ -283,9 +283,13 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     { type: "hold-signal", signo: 15, ms: 2000 },
     { type: "start-timer", timer: "delay", ms: 2000 },
   ]],
-  ["QUIT is not held: only the stop requests of docker and kubelet", RUNNING, signal(3), DELAY, {
-    ...STOPPING,
-  }, [forward(3, 3), { type: "start-timer", timer: "grace", ms: 500 }]],
+  ["QUIT (nginx's STOPSIGNAL) is held like TERM", RUNNING, signal(3), DELAY, {
+    ...DRAINING,
+    draining: 3,
+  }, [
+    { type: "hold-signal", signo: 3, ms: 2000 },
+    { type: "start-timer", timer: "delay", ms: 2000 },
+  ]],
   // --stop-signal USR1 (10): a stop like TERM, held by the delay like TERM
   ["without --stop-signal USR1 is no stop", RUNNING, signal(10), DELAY, RUNNING, [
     forward(10, 10),

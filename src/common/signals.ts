@@ -44,11 +44,10 @@ export const SIGNAL_NAMES = Object.freeze(
 export type SignalName = typeof SIGNAL_NAMES[number];
 
 /**
- * The signals the runtime arms together at the first `Deno.addSignalListener` (and re-raises at
- * their default until a listener exists for each): listened to first, by the supervisor and by
- * copy mode alike.
+ * The requests to stop (docker and kubelet, Ctrl-C, nginx's graceful QUIT): each starts the
+ * supervisor's `--grace` and `--shutdown-delay` (as the `--stop-signal` does), and ends a copy.
  */
-export const RUNTIME_ARMED_SIGNALS: readonly Deno.Signal[] = ["SIGTERM", "SIGINT", "SIGHUP"];
+export const STOP_SIGNALS: readonly SignalName[] = ["SIGTERM", "SIGINT", "SIGQUIT"];
 
 /** SIGKILL's number. */
 export const SIGKILL = 9;

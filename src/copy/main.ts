@@ -3,7 +3,7 @@
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { printErr, printOut } from "../common/log.ts";
-import { parseSignal, RUNTIME_ARMED_SIGNALS } from "../common/signals.ts";
+import { parseSignal, type SignalName, STOP_SIGNALS } from "../common/signals.ts";
 import {
   AT_FDCWD,
   closeFd,
@@ -36,8 +36,8 @@ import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
 import { basename, dirname, join, resolve } from "./paths.ts";
 import { CopyInterrupted, CopyRun, type CopySummary, removeTree } from "./run.ts";
 
-/** The signals that stop a copy: those the runtime arms together. */
-const STOP_SIGNALS = RUNTIME_ARMED_SIGNALS;
+/** What stops a copy: a stop request, and HUP, which the runtime arms with TERM and INT. */
+const COPY_STOPS: readonly SignalName[] = [...STOP_SIGNALS, "SIGHUP"];
 
 /** Each SRC of `denit copy`: `SRC/.` its contents, `SRC/` SRC followed if a link, else SRC. */
 function rootsFor(sources: readonly string[]): Root[] {
@@ -195,7 +195,7 @@ async function execute(invocation: CopyInvocation, groups: readonly Group[]): Pr
     invocation,
     (line) => printErr(`denit ${invocation.mode}: warning: ${line}`),
   );
-  const listeners = STOP_SIGNALS.map((name) => {
+  const listeners = COPY_STOPS.map((name) => {
     const listener = () => run.interrupt(parseSignal(name));
     Deno.addSignalListener(name, listener);
     return [name, listener] as const;

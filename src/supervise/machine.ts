@@ -13,9 +13,8 @@
  */
 
 import { ExitCode } from "../common/exit_codes.ts";
-import { SIGKILL, signalNumber, SIGTERM } from "../common/signals.ts";
+import { SIGKILL, signalNumber, SIGTERM, STOP_SIGNALS } from "../common/signals.ts";
 import type { ExitStatus } from "../sys/process.ts";
-import { STOP_SIGNALS } from "./signals.ts";
 
 /** How long to wait for SIGKILLed processes to be reaped before exiting anyway (D state). */
 export const ABANDON_MS = 2000;
@@ -23,12 +22,11 @@ export const ABANDON_MS = 2000;
 /** The exit code after `--timeout`, as coreutils `timeout` has it. */
 export const TIMED_OUT = ExitCode.TIMED_OUT;
 
-/** Stop signals that `--shutdown-delay` holds back: the stop requests of docker and kubelet. */
-const DELAYED: ReadonlySet<number> = new Set([signalNumber("SIGTERM"), signalNumber("SIGINT")]);
+const STOPS: ReadonlySet<number> = new Set(STOP_SIGNALS.map(signalNumber));
 
-/** A stop (TERM, INT, QUIT), or one the shutdown delay holds (`set`); or the `--stop-signal`. */
-function isStop(policy: Policy, signo: number, set = STOP_SIGNALS): boolean {
-  return set.has(signo) || signo === policy.stopSignal;
+/** A stop request (TERM, INT, QUIT) or the `--stop-signal`. */
+function isStop(policy: Policy, signo: number): boolean {
+  return STOPS.has(signo) || signo === policy.stopSignal;
 }
 
 /** The parts of the configuration (cli.ts) that decide transitions. */
@@ -137,7 +135,8 @@ export function exitCodeFor(status: ExitStatus, remapExit: ReadonlySet<number>):
   return remapExit.has(code) ? 0 : code;
 }
 
-function stay(state: State, ...effects: Effect[]): Step {
+/** The next state (the same one, or a new one) and what to do. */
+function step(state: State, ...effects: Effect[]): Step {
   return { state, effects };
 }
 
@@ -180,7 +179,7 @@ function forward(state: Live, received: number, policy: Policy): Step {
   const effect = send(state, received, policy);
   // Rewritten to 0: dropped, and nothing else changes (no stop, no grace, still ready).
   if (effect === null) {
-    return stay(state, { type: "drop-signal", signo: received, reason: "rewrite" });
+    return step(state, { type: "drop-signal", signo: received, reason: "rewrite" });
   }
   const stop = isStop(policy, received);
   if (state.name === "stopping" && state.draining !== null && stop) {
@@ -189,7 +188,7 @@ function forward(state: Live, received: number, policy: Policy): Step {
     const held = send(state, state.draining, policy);
     const next = stopping(state, { draining: null });
     const both = held !== null && held.signo !== effect.signo;
-    return stay(
+    return step(
       next,
       ...cancelTimers(policy, "delay"),
       ...(both && held !== null ? [held] : []),
@@ -197,16 +196,16 @@ function forward(state: Live, received: number, policy: Policy): Step {
       ...graceTimer(policy),
     );
   }
-  if (state.name === "stopping" || !stop) return stay(state, effect);
-  if (policy.shutdownDelayMs > 0 && isStop(policy, received, DELAYED)) {
+  if (state.name === "stopping" || !stop) return step(state, effect);
+  if (policy.shutdownDelayMs > 0 && isStop(policy, received)) {
     // Readiness fails at once (the state is stopping); the child hears of it after the delay.
-    return stay(
+    return step(
       stopping(state, { draining: received }),
       { type: "hold-signal", signo: received, ms: policy.shutdownDelayMs },
       { type: "start-timer", timer: "delay", ms: policy.shutdownDelayMs },
     );
   }
-  return stay(stopping(state, {}), effect, ...graceTimer(policy));
+  return step(stopping(state, {}), effect, ...graceTimer(policy));
 }
 
 function childExited(
@@ -231,12 +230,12 @@ function childExited(
     ...cancelTimers(policy, "delay", "deadline"),
     ...(draining && event.othersLeft ? graceTimer(policy) : []),
   ];
-  if (!event.othersLeft) return stay(exited, { type: "finish", exitCode, outcome: "done" });
+  if (!event.othersLeft) return step(exited, { type: "finish", exitCode, outcome: "done" });
   const forced = state.name === "stopping" && state.forced;
   if (policy.waitDescendants && !forced) {
     // The descendants carry on: denit waits for them, forwarding what it receives. A stop
     // already under way keeps its grace timer, which ends them at its expiry.
-    return stay({ ...exited, phase: "waiting" }, ...timers);
+    return step({ ...exited, phase: "waiting" }, ...timers);
   }
   // A running grace timer stays: it bounds the leftovers' time as it bounded the child's.
   return stopLeftovers(exited, policy, timers, forced);
@@ -250,7 +249,7 @@ function stopLeftovers(
   forced = false,
 ): Step {
   if (forced || policy.killAfterMs === 0) return killing(state, "kill-after", before);
-  return stay(
+  return step(
     { ...state, phase: "terminating" },
     ...before,
     { type: "signal-leftovers", signo: SIGTERM },
@@ -261,7 +260,7 @@ function stopLeftovers(
 export type KillTimer = "grace" | "kill-after";
 
 function killing(state: Exited, timer: KillTimer, before: readonly Effect[] = []): Step {
-  return stay(
+  return step(
     { ...state, phase: "killing" },
     ...before,
     { type: "signal-leftovers", signo: SIGKILL, timer },
@@ -270,16 +269,16 @@ function killing(state: Exited, timer: KillTimer, before: readonly Effect[] = []
 }
 
 function deadline(state: Live, policy: Policy): Step {
-  if (state.name === "stopping" && state.forced) return stay(state);
+  if (state.name === "stopping" && state.forced) return step(state);
   const next = stopping(state, { draining: null, cause: "timeout" });
   // A stop signal already reached the child: no second SIGTERM.
   const sent = state.name === "stopping" && state.draining === null;
   // Its grace timer runs already: that one ends it.
   if (sent && policy.graceMs !== null) {
-    return stay(next, { type: "time-out", target: state.target, term: false });
+    return step(next, { type: "time-out", target: state.target, term: false });
   }
   // SIGTERM now, SIGKILL after the grace (--grace, else --kill-after).
-  return stay(
+  return step(
     next,
     ...cancelTimers(policy, "delay"),
     { type: "time-out", target: state.target, term: !sent },
@@ -305,7 +304,7 @@ function live(state: Live, event: Event, policy: Policy): Step {
     case "child-exited":
       return childExited(state, event, policy);
     case "child-lost":
-      return stay(
+      return step(
         {
           name: "exited",
           pid: state.pid,
@@ -318,20 +317,20 @@ function live(state: Live, event: Event, policy: Policy): Step {
       );
     case "delay-expired":
     case "drain-ended": {
-      if (state.name !== "stopping" || state.draining === null) return stay(state);
+      if (state.name !== "stopping" || state.draining === null) return step(state);
       const effect = send(state, state.draining, policy);
       const next = stopping(state, { draining: null });
       const drop: Effect = { type: "drop-signal", signo: state.draining, reason: "rewrite" };
       const early = event.type === "drain-ended" ? cancelTimers(policy, "delay") : [];
-      return stay(next, ...early, effect ?? drop, ...graceTimer(policy));
+      return step(next, ...early, effect ?? drop, ...graceTimer(policy));
     }
     case "deadline-expired":
       return deadline(state, policy);
     case "grace-expired":
-      if (state.name !== "stopping" || state.forced) return stay(state);
-      return stay({ ...state, forced: true }, { type: "force-kill", target: state.target });
+      if (state.name !== "stopping" || state.forced) return step(state);
+      return step({ ...state, forced: true }, { type: "force-kill", target: state.target });
     default:
-      return stay(state);
+      return step(state);
   }
 }
 
@@ -340,10 +339,10 @@ function waiting(state: Exited, event: Event, policy: Policy): Step {
     case "signal-received": {
       const signo = policy.rewrite.get(event.signo) ?? event.signo;
       if (signo === 0) {
-        return stay(state, { type: "drop-signal", signo: event.signo, reason: "rewrite" });
+        return step(state, { type: "drop-signal", signo: event.signo, reason: "rewrite" });
       }
       if (!isStop(policy, event.signo) || state.stopped) {
-        return stay(state, { type: "signal-descendants", signo });
+        return step(state, { type: "signal-descendants", signo });
       }
       // A first stop signal ends the wait: the descendants get it, and SIGKILL after --grace
       // (a later one is passed on, and the grace period goes on as it was).
@@ -352,22 +351,22 @@ function waiting(state: Exited, event: Event, policy: Policy): Step {
         exitCode: ExitCode.SIGNAL_BASE + event.signo,
         stopped: true,
       };
-      return stay(stopped, { type: "signal-descendants", signo }, ...graceTimer(policy));
+      return step(stopped, { type: "signal-descendants", signo }, ...graceTimer(policy));
     }
     case "deadline-expired": {
-      if (state.stopped && policy.graceMs !== null) return stay({ ...state, exitCode: TIMED_OUT });
+      if (state.stopped && policy.graceMs !== null) return step({ ...state, exitCode: TIMED_OUT });
       const timedOut: Exited = { ...state, exitCode: TIMED_OUT, stopped: true };
-      return stay(timedOut, { type: "signal-descendants", signo: SIGTERM }, deadlineTimer(policy));
+      return step(timedOut, { type: "signal-descendants", signo: SIGTERM }, deadlineTimer(policy));
     }
     case "grace-expired":
       return killing(state, "grace");
     case "children-gone":
-      return stay(state, { type: "finish", exitCode: state.exitCode, outcome: "done" });
+      return step(state, { type: "finish", exitCode: state.exitCode, outcome: "done" });
     case "descendants-gone":
       // The job service is denit's, not the child's: it is stopped as leftovers are.
       return stopLeftovers(state, policy, []);
     default:
-      return stay(state);
+      return step(state);
   }
 }
 
@@ -375,42 +374,42 @@ function exited(state: Exited, event: Event, policy: Policy): Step {
   if (state.phase === "waiting") return waiting(state, event, policy);
   switch (event.type) {
     case "children-gone":
-      return stay(state, { type: "finish", exitCode: state.exitCode, outcome: "done" });
+      return step(state, { type: "finish", exitCode: state.exitCode, outcome: "done" });
     case "grace-expired":
     case "kill-timer-expired":
       if (state.phase === "terminating") {
         return killing(state, event.type === "grace-expired" ? "grace" : "kill-after");
       }
-      if (event.type === "grace-expired") return stay(state);
-      return stay(state, { type: "finish", exitCode: state.exitCode, outcome: "abandoned" });
+      if (event.type === "grace-expired") return step(state);
+      return step(state, { type: "finish", exitCode: state.exitCode, outcome: "abandoned" });
     case "others-reaped": {
       // Processes reparented to denit since the last sweep (their parent just died) get the
       // phase's signal too; the driver signals each process once per signal.
       const signo = state.phase === "terminating" ? SIGTERM : SIGKILL;
-      return stay(state, { type: "signal-leftovers", signo });
+      return step(state, { type: "signal-leftovers", signo });
     }
     case "signal-received": {
       const drop: Effect = { type: "drop-signal", signo: event.signo, reason: "child exited" };
       // A first stop signal while leftovers are stopped bounds them by --grace from now.
       if (!isStop(policy, event.signo) || state.stopped || state.phase !== "terminating") {
-        return stay(state, drop);
+        return step(state, drop);
       }
-      if ((policy.rewrite.get(event.signo) ?? event.signo) === 0) return stay(state, drop);
-      return stay({ ...state, stopped: true }, drop, ...graceTimer(policy));
+      if ((policy.rewrite.get(event.signo) ?? event.signo) === 0) return step(state, drop);
+      return step({ ...state, stopped: true }, drop, ...graceTimer(policy));
     }
     default:
-      return stay(state);
+      return step(state);
   }
 }
 
 /** A signal before the child runs: a stop means it never starts; anything else is dropped. */
 function beforeStart(state: State, signo: number, policy: Policy): Step {
   if ((policy.rewrite.get(signo) ?? signo) === 0 || !isStop(policy, signo)) {
-    return stay(state, { type: "drop-signal", signo, reason: "before the child started" });
+    return step(state, { type: "drop-signal", signo, reason: "before the child started" });
   }
   const code = ExitCode.SIGNAL_BASE + signo;
   const exitCode = policy.remapExit.has(code) ? 0 : code;
-  return stay(
+  return step(
     { name: "exited", pid: 0, status: null, exitCode, phase: "killing", stopped: true },
     { type: "finish", exitCode, outcome: "not-started" },
   );
@@ -424,10 +423,10 @@ export function transition(state: State, event: Event, policy: Policy): Step {
       if (event.type === "child-started") {
         const running: Live = { name: "running", pid: event.pid, target: event.target };
         return policy.timeoutMs === null
-          ? stay(running)
-          : stay(running, { type: "start-timer", timer: "deadline", ms: policy.timeoutMs });
+          ? step(running)
+          : step(running, { type: "start-timer", timer: "deadline", ms: policy.timeoutMs });
       }
-      return stay(state);
+      return step(state);
     case "running":
     case "stopping":
       return live(state, event, policy);

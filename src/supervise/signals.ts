@@ -76,11 +76,6 @@ export const SIGNAL_TABLE: readonly SignalPolicy[] = Object.freeze([
   policy("SIGSYS", "never", CRASH),
 ]);
 
-/** Signals that ask the child to stop: they start `--grace` and flip readiness. */
-export const STOP_SIGNALS: ReadonlySet<number> = new Set(
-  (["SIGINT", "SIGQUIT", "SIGTERM"] as const).map(signalNumber),
-);
-
 /** The signals denit forwards: the rows whose action is "forward", and the real-time ones. */
 export const FORWARDED: readonly number[] = Object.freeze([
   ...SIGNAL_TABLE.filter((row) => row.action === "forward").map((row) => row.signo),

@@ -22,12 +22,9 @@ export async function serveSpawns(): Promise<void> {
   let dropped = false;
   listen<ToSpawner, FromSpawner>(({ user, request }, scope) => {
     if (!dropped) {
-      const result = dropThreadPrivileges(user.uid, user.gid, user.groups);
-      if (!result.ok) {
-        scope.postMessage({
-          type: "refused",
-          message: `${result.call} failed: errno ${result.errno}`,
-        });
+      const failure = dropThreadPrivileges(user.uid, user.gid, user.groups);
+      if (failure !== null) {
+        scope.postMessage({ type: "refused", message: failure });
         return;
       }
       dropped = true;

@@ -9,25 +9,18 @@
  */
 
 import { SYS } from "./layout.ts";
-import { addressOf, errno, libc } from "./symbols.ts";
-
-/** Result of a call that only fails with errno. */
-export type CallResult = { ok: true } | { ok: false; errno: number; call: string };
-
-function call(name: string, ...args: [bigint, bigint, bigint, bigint]): CallResult {
-  const rc = libc.syscall(...args);
-  return rc === 0n ? { ok: true } : { ok: false, errno: errno(), call: name };
-}
+import { addressOf, errno, errnoMessage, libc } from "./symbols.ts";
 
 /**
  * setgroups, setresgid, setresuid (real, effective and saved ids: no way back to root) for the
- * calling thread only, in that order (groups and gid while still root).
+ * calling thread only, in that order (groups and gid while still root): null once done, else
+ * which call failed and why.
  */
 export function dropThreadPrivileges(
   uid: number,
   gid: number,
   groups: readonly number[],
-): CallResult {
+): string | null {
   const list = new Uint32Array(groups); // gid_t list[]
   const pointer = addressOf(list);
   const steps: Array<[string, bigint, bigint, bigint, bigint]> = [
@@ -36,9 +29,8 @@ export function dropThreadPrivileges(
     ["setresuid", BigInt(SYS.setresuid), BigInt(uid), BigInt(uid), BigInt(uid)],
   ];
   for (const [name, ...args] of steps) {
-    const result = call(name, ...args);
-    if (!result.ok) return result;
+    if (libc.syscall(...args) !== 0n) return `${name} failed: ${errnoMessage(errno())}`;
   }
   void list; // referenced until the calls are done
-  return { ok: true };
+  return null;
 }
