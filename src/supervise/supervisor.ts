@@ -10,7 +10,7 @@ import { type DrainCheck, formatDrainCheck } from "../common/ready.ts";
 import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGCHLD, SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
-import type { MemoryFacts, Snapshot } from "../common/snapshot.ts";
+import type { Snapshot } from "../common/snapshot.ts";
 import {
   becomeSubreaper,
   environmentWith,
@@ -34,7 +34,6 @@ import {
   describeProcess,
   DescriptorsExhausted,
   formatProcesses,
-  isEnding,
   leftovers,
   otherProcesses,
 } from "./leftovers.ts";
@@ -59,14 +58,8 @@ import {
   type ZombieReport,
   zombieWarning,
 } from "./zombies.ts";
-import { explainExit, type Explanation, OomLedger } from "./cause.ts";
-import {
-  findMemoryCgroup,
-  type MemoryCgroup,
-  readMemoryLimit,
-  readOomGroup,
-  readOomKills,
-} from "../sys/cgroup.ts";
+import { explainExit, type Explanation } from "./cause.ts";
+import { MemoryWatch } from "./memory.ts";
 import type { Spawner } from "./spawner.ts";
 import type { RunAs } from "./user.ts";
 import type { JobHost } from "../jobs/host.ts";
@@ -77,8 +70,6 @@ const SWEEP_INTERVAL_MS = 20;
 const REAP_RETRY_MS = 100;
 /** How often `--drain-while` checks whether a held stop may go on. */
 const DRAIN_INTERVAL_MS = 250;
-/** How often the OOM-kill count is read while a reaped process's rise may still come. */
-const OOM_SETTLE_POLL_MS = 10;
 /** Descriptors held back for /proc; several: another thread may take a freed one first. */
 const RESERVED_DESCRIPTORS = 4;
 
@@ -160,13 +151,7 @@ export class Supervisor {
   #zombiesCheckedAtMs: number | null = null;
   /** Signals sent to the child, each with the one received for it (for the exit cause). */
   readonly #sentToChild = new Map<number, number>();
-  #memory: MemoryCgroup | null = null;
-  /**
-   * The OOM-kill count before the child's end (#refreshOomCount): the child's SIGKILL is the OOM
-   * killer's only if it rose since, so an earlier OOM kill is not blamed on a later kill -9.
-   */
-  readonly #oomKills = new OomLedger();
-  #memoryFacts: MemoryFacts | null = null;
+  #memory: MemoryWatch | null = null;
   #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
   #exitedAtMs: number | null = null;
   #reaped = 0;
@@ -175,7 +160,6 @@ export class Supervisor {
   #reserve: Deno.FsFile[] = [];
   /** Orphans come to denit: it is PID 1 or a subreaper (its own, or made one by its parent). */
   #adopts = false;
-  #pages: Promise<typeof import("../sys/memory.ts")> | null = null;
   /** `--user`: the thread that spawned the child, kept until the child ended. */
   #spawner: Spawner | null = null;
   #sweepTimer: ReturnType<typeof setTimeout> | null = null;
@@ -215,9 +199,7 @@ export class Supervisor {
       deadlineAtMs: this.#startedAtMs === null || this.#config.timeoutMs === null
         ? null
         : this.#startedAtMs + this.#config.timeoutMs,
-      memory: this.#memoryFacts === null
-        ? null
-        : { ...this.#memoryFacts, limitBytes: this.#memoryLimit() },
+      memory: this.#memory?.facts() ?? null,
       jobs: this.#jobs?.counts() ?? null,
     });
   }
@@ -240,8 +222,8 @@ export class Supervisor {
     const environment = environmentWith(child.variables);
     this.#prepareProcess();
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
-    this.#memory = findMemoryCgroup();
-    this.#refreshOomCount();
+    this.#memory = new MemoryWatch(this.#log);
+    this.#memory.refresh(null);
     for (const signo of this.#signals.take()) {
       if (signo !== SIGCHLD) this.#dispatch({ type: "signal-received", signo });
     }
@@ -265,28 +247,10 @@ export class Supervisor {
     }
   }
 
-  /** With v2's memory.oom.group set (the kubelet's default) denit dies with the child. */
-  #noteOomGroup(): void {
-    const oomGroup = this.#memory === null ? null : readOomGroup(this.#memory);
-    if (this.#memory !== null) {
-      this.#memoryFacts = Object.freeze({
-        cgroup: this.#memory.version,
-        limitBytes: this.#memoryLimit(),
-        oomGroup,
-      });
-    }
-    if (oomGroup !== true) return;
-    this.#log.warn(
-      "memory.oom.group is 1: an OOM kill ends every process of this container, denit too, so cause=oom cannot be reported",
-      { cgroup: this.#memory?.dir },
-    );
-  }
-
   #started(pid: number, runAs: RunAs | null): void {
     this.#startedAtMs = Date.now();
-    this.#adjustOomScore(pid);
+    this.#memory?.childStarted(pid, this.#config.oomScoreAdj);
     this.#reserve = openReserve();
-    this.#noteOomGroup();
     const target = this.#config.group ? -pid : pid;
     this.#target = target;
     this.#log.info("child started", {
@@ -297,8 +261,6 @@ export class Supervisor {
     this.#dispatch({ type: "child-started", pid, target });
     void this.#eventLoop(pid);
     if (this.#config.orphanGraceMs !== null) void this.#patrol(this.#config.orphanGraceMs);
-    // At once: a child that grows fast reaches the limit within a fraction of a second.
-    void this.#dropCodePages();
     void this.#zombieLoop();
   }
 
@@ -378,46 +340,13 @@ export class Supervisor {
         // The count stays as it was; the next scan tries again.
         this.#log.error("zombie-scan failed; denit goes on", { error: errorLine(err, true) });
       }
-      await this.#dropCodePages();
+      await this.#memory?.dropCodePages();
     }
-  }
-
-  /** --oom-score-adj, as soon as the child exists; lowering it needs CAP_SYS_RESOURCE. */
-  #adjustOomScore(pid: number): void {
-    const value = this.#config.oomScoreAdj;
-    if (value === null) return;
-    try {
-      Deno.writeTextFileSync(`/proc/${pid}/oom_score_adj`, String(value));
-    } catch (err: unknown) {
-      this.#log.warn(`cannot set the child's oom_score_adj to ${value}; it keeps denit's`, {
-        error: errorLine(err, true),
-      });
-    }
-  }
-
-  /** The memory cgroup's limit as it is now (an in-place resize changes it); null: none. */
-  #memoryLimit(): number | null {
-    return this.#memory === null ? null : readMemoryLimit(this.#memory);
   }
 
   /** Memory is short (the job service was OOM-killed): the runtime's idle code pages go now. */
   relieveMemory(): void {
-    void this.#dropCodePages(true);
-  }
-
-  /** `urgent`: even without a memory limit. */
-  async #dropCodePages(urgent = false): Promise<void> {
-    // Without a memory limit there is no OOM killer's choice to steer.
-    if (this.#finished || !(urgent || this.#memoryLimit() !== null)) return;
-    try {
-      // Loaded on first use: a run shorter than DROP_AFTER_START_MS never pays for it.
-      const memory = await (this.#pages ??= import("../sys/memory.ts"));
-      const drop = await memory.dropExecutablePages();
-      this.#log.debug("dropped the runtime's idle code pages", { mappings: drop.mappings });
-    } catch (err: unknown) {
-      // Only memory stays as it was: nothing else depends on it.
-      this.#log.debug("cannot drop code pages", { error: errorLine(err, true) });
-    }
+    void this.#memory?.dropCodePages(true);
   }
 
   /** Zombies denit cannot reap: counted for /status, a warn line at most once a minute. */
@@ -427,7 +356,7 @@ export class Supervisor {
     if (this.#finished) return;
     this.#zombies = report;
     this.#zombiesCheckedAtMs = Date.now();
-    if (this.#state.name === "running" || this.#state.name === "stopping") this.#refreshOomCount();
+    if (this.#livePid() !== null) this.#memory?.refresh(this.#livePid());
     const now = performance.now();
     if (report.total === 0 || now - this.#zombieWarnedAtMs < ZOMBIE_WARN_EVERY_MS) return;
     this.#zombieWarnedAtMs = now;
@@ -475,7 +404,9 @@ export class Supervisor {
       this.#log.debug("reaped", { count: round.reaped, child: round.child !== null });
     }
     if (round.errno !== 0) this.#log.warn("waitpid failed", { errno: round.errno });
-    if (round.othersKilled > 0) void this.#otherKilled(round.othersKilled);
+    if (round.othersKilled > 0) {
+      void this.#memory?.otherKilled(round.othersKilled, () => this.#livePid());
+    }
     if (round.child !== null) {
       this.#termGroup();
       this.#spawner?.close();
@@ -514,11 +445,8 @@ export class Supervisor {
       : state.forced
       ? "grace"
       : null;
-    // Read only for a SIGKILL, the OOM killer's signal: an ordinary exit costs no read.
-    const killed = status.kind === "signaled" && status.signo === SIGKILL;
-    const oomNow = killed && this.#memory !== null ? readOomKills(this.#memory) : null;
-    const oomKilled = killed && this.#oomKills.childKilled(oomNow, performance.now());
-    const memoryLimit = oomKilled && this.#memory !== null ? readMemoryLimit(this.#memory) : null;
+    const { oomKilled, memoryLimit } = this.#memory?.judge(status) ??
+      { oomKilled: false, memoryLimit: null };
     const explanation = explainExit({
       status,
       stoppedBy,
@@ -565,33 +493,10 @@ export class Supervisor {
     }
   }
 
-  /**
-   * Takes the OOM-kill count while the child lives; kept only if the child is not on its way out
-   * after the read (the OOM killer sends SIGKILL before it counts).
-   */
-  #refreshOomCount(): void {
-    if (this.#memory === null) return;
-    const count = readOomKills(this.#memory);
+  /** The child's pid while it runs (or is being stopped), else null. */
+  #livePid(): number | null {
     const state = this.#state;
-    const running = state.name === "running" || state.name === "stopping";
-    if (running && isEnding(state.pid)) return;
-    this.#oomKills.taken(count, performance.now());
-  }
-
-  /**
-   * Other processes were reaped, killed by SIGKILL: the count is read again until their rises
-   * came or cannot come any more (OOM_COUNT_SETTLE_MS), so that none is taken for the child's.
-   */
-  async #otherKilled(count: number): Promise<void> {
-    if (this.#memory === null) return;
-    for (let i = 0; i < count; i++) this.#oomKills.otherKilled(performance.now());
-    this.#refreshOomCount();
-    while (!this.#finished && this.#oomKills.unsettled(performance.now())) {
-      await new Promise((resolve) => setTimeout(resolve, OOM_SETTLE_POLL_MS));
-      if (this.#state.name === "running" || this.#state.name === "stopping") {
-        this.#refreshOomCount();
-      }
-    }
+    return state.name === "running" || state.name === "stopping" ? state.pid : null;
   }
 
   /** Why the child ended, once it did. */
@@ -687,10 +592,7 @@ export class Supervisor {
     const patrol = new OrphanPatrol({
       graceMs,
       log: this.#log,
-      mainChild: () => {
-        const state = this.#state;
-        return state.name === "running" || state.name === "stopping" ? state.pid : null;
-      },
+      mainChild: () => this.#livePid(),
       spare: (work) => this.#spare(work),
       own: () => this.#jobs?.own() ?? new Set(),
     });
@@ -805,7 +707,7 @@ export class Supervisor {
     const code = timedOut ? "; exit code 124" : "";
     this.#log.warn(`${why}: SIGKILL to ${formatProcesses(named)}${code}`);
     this.#forcedKill = true;
-    this.#refreshOomCount(); // the child's SIGKILL is denit's own from here
+    this.#memory?.refresh(this.#livePid()); // the child's SIGKILL is denit's own from here
     this.#forward(SIGKILL, target, SIGKILL);
     // The processes named above, by pid: once the child is dead, its children are briefly
     // nobody's (not yet reparented to denit) and a fresh walk of the tree would miss them.
@@ -898,6 +800,7 @@ export class Supervisor {
       );
     }
     this.#finished = true;
+    this.#memory?.close();
     this.#spawner?.close();
     this.#reapedLog?.close();
     for (const name of [...this.#timers.keys()]) this.#cancelTimer(name);

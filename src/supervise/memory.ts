@@ -1,0 +1,128 @@
+/**
+ * The child's memory as denit watches it: the container's memory cgroup (its limit and
+ * oom.group for /status, its OOM-kill count, which says whether the kernel killed the child),
+ * the child's oom_score_adj, and the runtime's idle code pages, dropped under a limit so that
+ * the OOM killer does not pick denit for them.
+ */
+
+import { errorLine } from "../common/errors.ts";
+import type { Logger } from "../common/log.ts";
+import { SIGKILL } from "../common/signals.ts";
+import type { MemoryFacts } from "../common/snapshot.ts";
+import { findMemoryCgroup, readMemoryLimit, readOomGroup, readOomKills } from "../sys/cgroup.ts";
+import type { ExitStatus } from "../sys/process.ts";
+import { OomLedger } from "./cause.ts";
+import { isEnding } from "./leftovers.ts";
+
+/** How often the OOM-kill count is read while a reaped process's rise may still come. */
+const OOM_SETTLE_POLL_MS = 10;
+
+/** One per child, made just before it starts. */
+export class MemoryWatch {
+  readonly #log: Logger;
+  readonly #cgroup = findMemoryCgroup();
+  /**
+   * The OOM-kill counts taken while the child lived: its SIGKILL is the OOM killer's only if the
+   * count rose since, so an earlier OOM kill is not blamed on a later kill -9.
+   */
+  readonly #ledger = new OomLedger();
+  #facts: MemoryFacts | null = null;
+  #pages: Promise<typeof import("../sys/memory.ts")> | null = null;
+  #closed = false;
+
+  constructor(log: Logger) {
+    this.#log = log;
+  }
+
+  /**
+   * Takes the OOM-kill count; `pid`, the child's while it runs, is skipped if it is on its way
+   * out (the OOM killer sends SIGKILL before it counts).
+   */
+  refresh(pid: number | null): void {
+    if (this.#cgroup === null || (pid !== null && isEnding(pid))) return;
+    this.#ledger.taken(readOomKills(this.#cgroup), performance.now());
+  }
+
+  /**
+   * The child runs: its oom_score_adj (`--oom-score-adj`, lowering it needs CAP_SYS_RESOURCE),
+   * the facts for /status, a warn line where v2's memory.oom.group (the kubelet's default) kills
+   * denit with the child, and at once (a child that grows fast reaches the limit within a
+   * fraction of a second) the runtime's idle code pages.
+   */
+  childStarted(pid: number, oomScoreAdj: number | null): void {
+    if (oomScoreAdj !== null) {
+      try {
+        Deno.writeTextFileSync(`/proc/${pid}/oom_score_adj`, String(oomScoreAdj));
+      } catch (err: unknown) {
+        this.#log.warn(`cannot set the child's oom_score_adj to ${oomScoreAdj}; it keeps denit's`, {
+          error: errorLine(err, true),
+        });
+      }
+    }
+    if (this.#cgroup !== null) {
+      const oomGroup = readOomGroup(this.#cgroup);
+      this.#facts = Object.freeze({ cgroup: this.#cgroup.version, limitBytes: null, oomGroup });
+      if (oomGroup === true) {
+        this.#log.warn(
+          "memory.oom.group is 1: an OOM kill ends every process of this container, denit too, so cause=oom cannot be reported",
+          { cgroup: this.#cgroup.dir },
+        );
+      }
+    }
+    void this.dropCodePages();
+  }
+
+  /** For /status: the cgroup's version and oom.group, and its limit as it is now. */
+  facts(): MemoryFacts | null {
+    return this.#facts === null ? null : { ...this.#facts, limitBytes: this.#limit() };
+  }
+
+  /** The limit as it is now (an in-place resize changes it); null: none. */
+  #limit(): number | null {
+    return this.#cgroup === null ? null : readMemoryLimit(this.#cgroup);
+  }
+
+  /**
+   * Other processes died of SIGKILL: the count is read again until their rises came or cannot
+   * come any more (cause.ts), so that none is taken for the child's. `livePid`: the child's pid
+   * while it runs, else null.
+   */
+  async otherKilled(count: number, livePid: () => number | null): Promise<void> {
+    if (this.#cgroup === null) return;
+    for (let i = 0; i < count; i++) this.#ledger.otherKilled(performance.now());
+    this.refresh(livePid());
+    while (!this.#closed && this.#ledger.unsettled(performance.now())) {
+      await new Promise((resolve) => setTimeout(resolve, OOM_SETTLE_POLL_MS));
+      const pid = livePid();
+      if (pid !== null) this.refresh(pid);
+    }
+  }
+
+  /** Whether the child's end was the OOM killer's, and the limit then (read only for SIGKILL). */
+  judge(status: ExitStatus): { oomKilled: boolean; memoryLimit: number | null } {
+    const killed = status.kind === "signaled" && status.signo === SIGKILL;
+    if (!killed || this.#cgroup === null) return { oomKilled: false, memoryLimit: null };
+    const oomKilled = this.#ledger.childKilled(readOomKills(this.#cgroup), performance.now());
+    return { oomKilled, memoryLimit: oomKilled ? this.#limit() : null };
+  }
+
+  /** Drops the runtime's idle code pages under a memory limit; `urgent`: even without one. */
+  async dropCodePages(urgent = false): Promise<void> {
+    // Without a memory limit there is no OOM killer's choice to steer.
+    if (this.#closed || !(urgent || this.#limit() !== null)) return;
+    try {
+      // Loaded on first use: a short run never pays for it.
+      const memory = await (this.#pages ??= import("../sys/memory.ts"));
+      const drop = await memory.dropExecutablePages();
+      this.#log.debug("dropped the runtime's idle code pages", { mappings: drop.mappings });
+    } catch (err: unknown) {
+      // Only memory stays as it was: nothing else depends on it.
+      this.#log.debug("cannot drop code pages", { error: errorLine(err, true) });
+    }
+  }
+
+  /** denit is done: no more reads. */
+  close(): void {
+    this.#closed = true;
+  }
+}
