@@ -677,12 +677,41 @@ Deno.test("job service: Cancel ends the whole job: what it started with setsid, 
     done = await call<Job>((cb) => c.Cancel({ id: "stopped", graceMs: 60_000 }, cb));
     assertEquals([done.status, done.exitCode, done.signal], ["CANCELLED", 3, ""]);
 
-    // With its keeper killed, the service ends the job's group itself.
+    // With its keeper killed, the service ends the job's group itself; denit, stopped, leaves
+    // the keeper a zombie meanwhile (a keeper's pid that still reads as alive, with its start
+    // time), and the job a zombie once killed.
     const orphan = await call<Job>((cb) => c.Run({ id: "orphan", argv: ["sleep", "1000"] }, cb));
     started.push(orphan.pid);
-    Deno.kill(statusValue(orphan.pid, "PPid"), "SIGKILL");
-    done = await call<Job>((cb) => c.Cancel({ id: "orphan", graceMs: 1000 }, cb));
+    const keeper = statusValue(orphan.pid, "PPid");
+    Deno.kill(s.pid, "SIGSTOP");
+    let cancelled: Promise<Job>;
+    try {
+      Deno.kill(keeper, "SIGKILL");
+      await waitUntil(() => processState(keeper) === "Z", "the keeper a zombie");
+      cancelled = call<Job>((cb) => c.Cancel({ id: "orphan", graceMs: 1000 }, cb));
+      await waitUntil(() => ["Z", ""].includes(processState(orphan.pid)), "the job ended");
+    } finally {
+      Deno.kill(s.pid, "SIGCONT");
+    }
+    done = await cancelled;
     assertEquals(done.status === "RUNNING", false, JSON.stringify(done));
+
+    // A keeper killed amid the grace it was asked for: the service ends the rest of it with KILL.
+    const deaf = 'trap "echo TERM ignored" TERM; echo up; while :; do sleep 0.05; done';
+    const stubborn = await call<Job>((cb) =>
+      c.Run({ id: "stubborn", argv: ["sh", "-c", deaf] }, cb)
+    );
+    started.push(stubborn.pid);
+    await outputMatches(c, "stubborn", /^up\n$/);
+    const asked = call<Job>((cb) => c.Cancel({ id: "stubborn", graceMs: 2000 }, cb));
+    await outputMatches(c, "stubborn", /TERM ignored\n$/);
+    Deno.kill(statusValue(stubborn.pid, "PPid"), "SIGKILL");
+    done = await asked;
+    assertEquals(done.status === "RUNNING", false, JSON.stringify(done));
+    assertOk(
+      !exists(stubborn.pid) || processState(stubborn.pid) === "Z",
+      "the job outlived the Cancel of its dead keeper",
+    );
     assertOk(
       !exists(orphan.pid) || processState(orphan.pid) === "Z",
       "the job outlived the Cancel",

@@ -103,11 +103,12 @@ export function keeperArgv(launcher: string, o: KeeperOptions, argv: readonly st
   ];
 }
 
-/** Whether the keeper a state names still runs: its pid is alive with its start time. */
+/** Whether the keeper a state names still runs: its pid, not a zombie, with its start time. */
 export function keeperLives(state: KeeperState): boolean {
   if (state.keeper <= 0) return false;
   try {
-    return readProcStat(state.keeper).field(22) === String(state.since);
+    const stat = readProcStat(state.keeper);
+    return stat.field(22) === String(state.since) && !["Z", "X"].includes(stat.field(3));
   } catch {
     return false; // gone
   }

@@ -173,6 +173,8 @@ export class JobService {
   readonly #oomCount: string | null;
   #seq: number;
   #stopping: boolean;
+  /** Job groups this service is stopping itself (their keepers are gone). */
+  readonly #stoppingGroups = new Set<number>();
   #streams = 0;
 
   /** The table of the run in `dir`, with every job an earlier service of this run left there. */
@@ -490,11 +492,18 @@ export class JobService {
       // told before the record says so, so that a service killed in between loses no Cancel.
       replaceFile(job.path("cancel"), encoder.encode(String(grace)));
       if (keeper !== 0) sendSignal(keeper, CANCEL);
-      else void stopGroup(pgid, grace);
       job.record.cancel = { atMs: Date.now(), graceMs: grace, alive };
       job.save();
     }
+    const cancel = job.record.cancel;
     while (pgid > 0 && (exists(-pgid) || this.#keeperOf(job) !== 0)) {
+      // No keeper (gone before, or killed since it was asked): this service ends the group, in
+      // what is left of the grace.
+      if (cancel !== null && this.#keeperOf(job) === 0 && !this.#stoppingGroups.has(pgid)) {
+        this.#stoppingGroups.add(pgid);
+        const left = Math.max(0, cancel.atMs + cancel.graceMs - Date.now());
+        void stopGroup(pgid, left).finally(() => this.#stoppingGroups.delete(pgid));
+      }
       await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
     }
     while (!job.finished) await job.changed();
