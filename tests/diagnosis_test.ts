@@ -699,6 +699,8 @@ Deno.test("cgroup v2 and v1: the memory cgroup, its OOM-kill count and limit, fr
 function underV2(oomGroup: string, port: number): Running {
   const dir = Deno.makeTempDirSync({ prefix: "denit-v2-" });
   Deno.writeTextFileSync(`${dir}/cgroup`, "0::/\n");
+  // The tmpfs below stands for the unified hierarchy: mountinfo says it is one.
+  Deno.writeTextFileSync(`${dir}/mountinfo`, "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 none rw\n");
   const files: Record<string, string> = {
     "memory.events": V2_MEMORY_EVENTS,
     "memory.max": "268435456\n",
@@ -711,6 +713,7 @@ function underV2(oomGroup: string, port: number): Running {
     "mount -t tmpfs none /sys/fs/cgroup",
     ...writes,
     `mount --bind ${dir}/cgroup /proc/1/cgroup`,
+    `mount --bind ${dir}/mountinfo /proc/1/mountinfo`,
     `rm -r ${dir}`,
     `exec ${DENIT_SHELL} --health-addr 127.0.0.1:${port} -- sh -c 'echo ready; exec sleep 30'`,
   ].join(" && ");

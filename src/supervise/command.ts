@@ -5,14 +5,7 @@
  */
 
 import { ExitCode } from "../common/exit_codes.ts";
-import {
-  canExecute,
-  Errno,
-  errnoMessage,
-  type FileKind,
-  fileKind,
-  pathExists,
-} from "../sys/process.ts";
+import { canExecute, Errno, errnoMessage, pathExists } from "../sys/process.ts";
 
 /**
  * The command cannot be started; `exitCode` is 126 or 127 as in the shell convention, or 125
@@ -39,11 +32,10 @@ export interface Executable {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-function kindOf(path: string): FileKind {
-  const kind = fileKind(path);
-  if (kind !== null) return kind;
-  // No statx here. Most PATH entries do not have the command: access(2) says so without an
-  // exception (the first one Deno throws costs about half a millisecond).
+/** What a path names, following links as execve(2) does. */
+function kindOf(path: string): "file" | "other" | "missing" {
+  // Most PATH entries do not have the command: access(2) says so without an exception (the
+  // first one Deno throws costs about half a millisecond).
   if (!pathExists(path)) return "missing";
   try {
     return Deno.statSync(path).isFile ? "file" : "other";

@@ -103,35 +103,10 @@ function read(path: string): string | null {
   }
 }
 
-/** Where cgroup hierarchies are mounted nearly everywhere (v1: one directory each). */
-const USUAL_MOUNT = "/sys/fs/cgroup";
-
-/**
- * The usual place, without reading mountinfo (a thousand lines on a busy host): v1's
- * `/sys/fs/cgroup/memory/PATH`, else v2's `/sys/fs/cgroup/PATH`, when its file is there.
- * Elsewhere (a hierarchy mounted with a deeper root, or not at the usual place) null.
- */
-export function usualMemoryCgroup(cgroupText: string): MemoryCgroup | null {
-  const lines = cgroupText.split("\n");
-  const v1 = lines.map((line) => line.split(":")).find(([, c = ""]) =>
-    c.split(",").includes("memory")
-  );
-  const v2 = lines.find((line) => line.startsWith("0::"));
-  const found: MemoryCgroup | null = v1 !== undefined
-    ? { version: 1, dir: `${USUAL_MOUNT}/memory${v1.slice(2).join(":")}`.replace(/\/+$/, "") }
-    : v2 !== undefined
-    ? { version: 2, dir: `${USUAL_MOUNT}${v2.slice(3)}`.replace(/\/+$/, "") }
-    : null;
-  // Not there: mountinfo will say where it is, if anywhere.
-  return found !== null && pathExists(oomCountFile(found)) ? found : null;
-}
-
 /** This process's memory cgroup, or null. */
 export function findMemoryCgroup(): MemoryCgroup | null {
   const cgroup = read("/proc/self/cgroup");
   if (cgroup === null) return null;
-  const usual = usualMemoryCgroup(cgroup);
-  if (usual !== null) return usual;
   const mountInfo = read("/proc/self/mountinfo");
   return mountInfo === null ? null : memoryCgroupFrom(cgroup, mountInfo);
 }

@@ -4,7 +4,7 @@
  * union.
  */
 
-import { FILE_ACTIONS_BYTES, O, RLIMIT, SIGINFO, SPAWNATTR_BYTES, STATX } from "./layout.ts";
+import { FILE_ACTIONS_BYTES, O, RLIMIT, SIGINFO, SPAWNATTR_BYTES } from "./layout.ts";
 import {
   addressOf,
   type CallResult,
@@ -32,10 +32,6 @@ const PR_GET_CHILD_SUBREAPER = 37; // linux/prctl.h
 const RLIMIT_NOFILE = 7; // bits/resource.h
 const F_OK = 0; // unistd.h
 const X_OK = 1; // unistd.h
-const AT_FDCWD = -100; // fcntl.h
-const STATX_TYPE = 0x1; // linux/stat.h: the file type bits of stx_mode
-const S_IFMT = 0o170000; // sys/stat.h
-const S_IFREG = 0o100000; // sys/stat.h
 
 /** How a process ended, decoded from a wait status. */
 export type ExitStatus =
@@ -128,28 +124,6 @@ export function isControllingTerminal(): boolean {
  */
 export function pathExists(path: string): boolean {
   return libc.access(cString(path), F_OK) === 0;
-}
-
-/** What a path names, following symbolic links as execve(2) does. */
-export type FileKind = "file" | "other" | "missing";
-
-/**
- * statx(path, STATX_TYPE): a regular file, something else, or nothing reachable (missing, a
- * dangling link, a directory on the way that cannot be searched). One call, no exception, and
- * none of the work of Deno.statSync (which fills every field). null where statx cannot be
- * used: a C library without it (glibc before 2.28), a kernel without it (ENOSYS), or a
- * seccomp profile older than statx (EPERM, as Docker's before 18.04).
- */
-export function fileKind(path: string): FileKind | null {
-  const statx = libc.statx_type;
-  if (statx === null) return null;
-  const buffer = new Uint8Array(STATX.bytes);
-  if (statx(AT_FDCWD, cString(path), 0, STATX_TYPE, buffer) !== 0) {
-    const code = errno();
-    return code === Errno.ENOSYS || code === Errno.EPERM ? null : "missing";
-  }
-  const mode = new DataView(buffer.buffer).getUint16(STATX.mode, true);
-  return (mode & S_IFMT) === S_IFREG ? "file" : "other";
 }
 
 /** access(path, X_OK): whether this process may execute the file. */

@@ -43,14 +43,6 @@ const START_SYMBOLS = {
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // int fd, void *buf, count
   // int pthread_sigmask(int how, const sigset_t *set, sigset_t *oldset): this thread's mask.
   pthread_sigmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
-  // The command lookup's statx (as copy mode's below), optional: glibc 2.28+.
-  statx_type: {
-    name: "statx",
-    // int dirfd, const char *path, int flags, unsigned int mask, struct statx *buf
-    parameters: ["i32", "buffer", "i32", "u32", "buffer"],
-    result: "i32",
-    optional: true,
-  },
   environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
   // errno and its message
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
