@@ -3,7 +3,7 @@
 import { option, type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
 import { groups, passwd } from "../common/accounts.ts";
 import { UsageError } from "../common/errors.ts";
-import type { Owner } from "./check.ts";
+import type { Owner } from "./file.ts";
 
 /** Everything `denit copy` / `denit init` was asked. */
 export interface CopyInvocation {

@@ -1,8 +1,8 @@
 /**
  * Copying one regular file (large ones in chunks on a thread of the runtime's pool). Everything
- * goes through descriptors: the
- * source opened without following a symlink, the destination created with O_EXCL under its
- * temporary name (or its final name inside a directory that is still being built).
+ * goes through descriptors: the source opened without following a symlink, the destination
+ * created with O_EXCL under its temporary name (or its final name inside a directory that is
+ * still being built).
  */
 
 import {
@@ -10,6 +10,8 @@ import {
   copyData,
   createExclusive,
   Errno,
+  errnoMessage,
+  linkOpenFile,
   openForReading,
   type PathStat,
   readAt,
@@ -24,8 +26,23 @@ import {
   writeXattr,
   type XattrFile,
 } from "../sys/files.ts";
-import { CopyError, fail, type Owner } from "./check.ts";
-import { display, printable } from "./names.ts";
+import { printable } from "./names.ts";
+
+/** A copy failure; the message is one line naming the path and the cause. */
+export class CopyError extends Error {
+  override name = "CopyError";
+}
+
+/** Throws the one-line CopyError for a failed call. */
+export function fail(action: string, path: string, errno: number): never {
+  throw new CopyError(`Cannot ${action} "${path}": ${errnoMessage(errno)}`);
+}
+
+/** Ownership to give every copied entry (`--chown`). */
+export interface Owner {
+  readonly uid: number;
+  readonly gid: number;
+}
 
 /** Options of the copy itself. */
 export interface CopyOptions {
@@ -40,19 +57,10 @@ export interface FileJob {
   readonly srcDir: number;
   readonly name: Uint8Array;
   readonly destDir: number;
-  readonly destName: Uint8Array;
-  /** Written under this name and renamed to destName; null: written as destName directly. */
-  readonly temp: Uint8Array | null;
-  /** The directories' paths, for messages (a file's own path is only built for one). */
-  readonly srcBase: string;
-  readonly destBase: string;
-  /** Keep the written file open and return its descriptor (for hard links to it). */
-  readonly keep: boolean;
-  /**
-   * A file with more than one link is not copied but handed back (`deferred`): the main thread
-   * copies hard links one at a time, so that their other names become links again.
-   */
-  readonly deferLinked: boolean;
+  /** The name it is written under (its own, or a temporary one the caller renames). */
+  readonly target: Uint8Array;
+  readonly srcPath: string;
+  readonly destPath: string;
 }
 
 /** An attribute that could not be copied. */
@@ -65,11 +73,13 @@ export interface XattrMiss {
 /** What copying one file did. */
 export interface FileResult {
   readonly bytes: number;
-  readonly keptFd: number | null;
   readonly misses: readonly XattrMiss[];
-  /** Not copied: a hard-linked file for the main thread (see FileJob.deferLinked). */
-  readonly deferred: boolean;
+  /** Made a hard link to the copy of another name of the same file. */
+  readonly linked: boolean;
 }
+
+/** Hard-linked files kept open to link later names to; beyond it, later names are copies. */
+const MAX_KEPT = 512;
 
 /** Thrown when a stop signal arrived; the temporary file in flight is already gone. */
 export class CopyInterrupted extends Error {
@@ -79,20 +89,18 @@ export class CopyInterrupted extends Error {
   }
 }
 
-/** A stop request: 0 go on, N > 0 signal N, -1 a failure elsewhere. */
+/** A stop signal, once one came. */
 export class StopFlag {
-  #code = 0;
+  #signo = 0;
 
   /** Records a stop (the first one wins). */
-  stop(code: number): void {
-    if (this.#code === 0) this.#code = code;
+  stop(signo: number): void {
+    if (this.#signo === 0) this.#signo = signo;
   }
 
-  /** Throws CopyInterrupted (or a CopyError for a failure elsewhere) once a stop is recorded. */
+  /** Throws CopyInterrupted once a stop is recorded. */
   check(): void {
-    const code = this.#code;
-    if (code > 0) throw new CopyInterrupted(code);
-    if (code < 0) throw new CopyError("stopped: another part of the copy failed");
+    if (this.#signo > 0) throw new CopyInterrupted(this.#signo);
   }
 }
 
@@ -177,59 +185,63 @@ function finishFile(
 }
 
 /**
- * Copies one file: data (holes kept), owner, mode, extended attributes (file capabilities
- * included, after chown, which would clear them), times; then renames the temporary into place.
- * Throws CopyError or CopyInterrupted with nothing left behind.
+ * Copies one file under `job.target`: data (holes kept), owner, mode, extended attributes (file
+ * capabilities included, after chown, which would clear them), times; or, for a file with
+ * several names of which one was copied already (`linked`, "dev:ino" → its open copy), a hard
+ * link to that copy. Throws CopyError or CopyInterrupted with nothing left behind.
  */
 export async function copyFile(
   job: FileJob,
   options: CopyOptions,
   stop: StopFlag,
-  onThread: boolean,
+  linked: Map<string, number>,
 ): Promise<FileResult> {
-  const srcPath = () => display(job.srcBase, job.name);
-  const destPath = () => display(job.destBase, job.destName);
   const input = openForReading(job.srcDir, job.name);
-  if (!input.ok) fail("read", srcPath(), input.errno);
-  const target = job.temp ?? job.destName;
+  if (!input.ok) fail("read", job.srcPath, input.errno);
   let output = -1;
-  let done = false;
+  let kept = false;
   try {
     const stat = statFd(input.value);
-    if (!stat.ok) fail("inspect", srcPath(), stat.errno);
+    if (!stat.ok) fail("inspect", job.srcPath, stat.errno);
     const src = stat.value;
     if (src.kind !== "file") {
-      throw new CopyError(`Cannot copy "${srcPath()}": it became a ${src.kind} while copying`);
+      throw new CopyError(`Cannot copy "${job.srcPath}": it became a ${src.kind} while copying`);
     }
-    if (job.deferLinked && src.nlink > 1) {
-      return { bytes: 0, keptFd: null, misses: NO_MISSES, deferred: true };
+    const key = `${src.dev}:${src.ino}`;
+    const first = src.nlink > 1 ? linked.get(key) : undefined;
+    if (first !== undefined) {
+      const made = linkOpenFile(first, job.destDir, job.target);
+      if (!made.ok) fail("link", job.destPath, made.errno);
+      return { bytes: 0, misses: NO_MISSES, linked: true };
     }
-    const created = createExclusive(job.destDir, target, 0o600);
-    if (!created.ok) fail("write", destPath(), created.errno);
+    const created = createExclusive(job.destDir, job.target, 0o600);
+    if (!created.ok) fail("write", job.destPath, created.errno);
     output = created.value;
     const sparse = src.blocks * 512 < src.size;
     const data = await copyData(input.value, output, src.size, sparse, {
       smallChunk: SMALL_CHUNK,
       threadChunk: THREAD_CHUNK,
-      onThread,
+      onThread: true,
       check: () => stop.check(),
     });
-    if (!data.ok) fail("write", destPath(), data.errno);
-    const misses = finishFile(input.value, output, src, options, destPath);
+    if (!data.ok) fail("write", job.destPath, data.errno);
+    const misses = finishFile(input.value, output, src, options, () => job.destPath);
     stop.check();
     if (options.verify && await sha256(input.value, src.size) !== await sha256(output, src.size)) {
       throw new CopyError(
-        `Verification failed for "${destPath()}": contents differ from "${srcPath()}"`,
+        `Verification failed for "${job.destPath}": contents differ from "${job.srcPath}"`,
       );
     }
     stop.check();
-    putInPlace(job.destDir, job.temp, job.destName, destPath);
-    done = true;
-    return { bytes: data.value, keptFd: job.keep ? output : null, misses, deferred: false };
+    kept = src.nlink > 1 && linked.size < MAX_KEPT;
+    if (kept) linked.set(key, output);
+    return { bytes: data.value, misses, linked: false };
+  } catch (err: unknown) {
+    // A failure or a stop: remove what was created under the target.
+    if (output >= 0) removeEntry(job.destDir, job.target, false);
+    throw err;
   } finally {
     closeFd(input.value);
-    if (output >= 0 && !(done && job.keep)) closeFd(output);
-    // Only a failure or a stop leaves a file behind: remove what was created under `target`.
-    if (!done && output >= 0) removeEntry(job.destDir, target, false);
+    if (output >= 0 && !kept) closeFd(output);
   }
 }

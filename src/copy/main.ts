@@ -19,22 +19,22 @@ import {
   statFd,
   statPath,
 } from "../sys/files.ts";
+import { buildCache } from "./cache.ts";
+import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
+import { CopyError, CopyInterrupted, fail } from "./file.ts";
+import { basename, dirname, join, resolve } from "./paths.ts";
 import {
-  checkRoot,
   closeRoot,
-  CopyError,
+  type CopySummary,
+  CopyTree,
   describeItem,
-  fail,
   type OpenedRoot,
   openRoot,
   placeOf,
   type PlanItem,
+  removeTree,
   type Root,
-} from "./check.ts";
-import { buildCache } from "./cache.ts";
-import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
-import { basename, dirname, join, resolve } from "./paths.ts";
-import { CopyInterrupted, CopyRun, type CopySummary, removeTree } from "./run.ts";
+} from "./tree.ts";
 
 /** What stops a copy: a stop request, and HUP, which the runtime arms with TERM and INT. */
 const COPY_STOPS: readonly SignalName[] = [...STOP_SIGNALS, "SIGHUP"];
@@ -138,35 +138,21 @@ function checkPlace(root: Root, opened: OpenedRoot, destFd: number, dest: string
   throw new CopyError(`Cannot copy "${root.src}" into "${into}": DEST is inside SRC`);
 }
 
-async function copyInto(
-  invocation: CopyInvocation,
-  { dest, roots }: Group,
-  run: CopyRun,
-): Promise<void> {
+async function copyInto({ dest, roots }: Group, run: CopyTree, dryRun: boolean): Promise<void> {
   const opened: Array<{ root: Root; opened: OpenedRoot }> = [];
   let made: string[] = [];
   let destFd = -1;
   let succeeded = false;
   try {
     for (const root of roots) opened.push({ root, opened: openRoot(root) });
-    made = invocation.dryRun ? [] : makeDestination(dest);
+    made = dryRun ? [] : makeDestination(dest);
     const openedDest = openDirectory(AT_FDCWD, dest, true);
     if (openedDest.ok) destFd = openedDest.value;
-    else if (!invocation.dryRun || openedDest.errno !== Errno.ENOENT) {
-      fail("open", dest, openedDest.errno);
-    }
-    const onItem = (item: PlanItem) => {
-      if (item.action === "skip") {
-        printErr(`denit ${invocation.mode}: skipping "${item.src}": it is a ${item.detail}`);
-      }
-      if (invocation.dryRun) printOut(describeItem(item));
-      else if (invocation.verbose) printErr(describeItem(item));
-    };
+    else if (!dryRun || openedDest.errno !== Errno.ENOENT) fail("open", dest, openedDest.errno);
     for (const { root, opened: source } of opened) {
       if (destFd >= 0) checkPlace(root, source, destFd, dest);
-      checkRoot(root, source, destFd, dest, invocation, onItem);
     }
-    if (!invocation.dryRun) await run.run(opened, destFd, dest);
+    await run.run(opened, destFd, dest);
     succeeded = true;
   } finally {
     if (destFd >= 0) closeFd(destFd);
@@ -191,9 +177,18 @@ async function execute(invocation: CopyInvocation, groups: readonly Group[]): Pr
   const started = performance.now();
   // A tree as deep as the filesystem allows holds two descriptors per level while walked.
   raiseFileLimit();
-  const run = new CopyRun(
+  const { mode, dryRun, verbose } = invocation;
+  const onItem = (item: PlanItem) => {
+    if (item.action === "skip") {
+      printErr(`denit ${mode}: skipping "${item.src}": it is a ${item.detail}`);
+    }
+    if (dryRun) printOut(describeItem(item));
+    else if (verbose) printErr(describeItem(item));
+  };
+  const run = new CopyTree(
     invocation,
-    (line) => printErr(`denit ${invocation.mode}: warning: ${line}`),
+    (line) => printErr(`denit ${mode}: warning: ${line}`),
+    onItem,
   );
   const listeners = COPY_STOPS.map((name) => {
     const listener = () => run.interrupt(parseSignal(name));
@@ -201,7 +196,7 @@ async function execute(invocation: CopyInvocation, groups: readonly Group[]): Pr
     return [name, listener] as const;
   });
   try {
-    for (const group of groups) await copyInto(invocation, group, run);
+    for (const group of groups) await copyInto(group, run, dryRun);
   } finally {
     for (const [name, listener] of listeners) Deno.removeSignalListener(name, listener);
   }
