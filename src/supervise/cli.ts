@@ -108,7 +108,7 @@ Options:
                            delay and /readyz as for TERM (a pod's stopSignal)
       --kill-after DURATION  after the child exits, SIGKILL leftovers  DENIT_KILL_AFTER=DURATION
                            this long after SIGTERM (default 3s, 0 = at once)
-      --shutdown-delay DURATION  hold a first TERM/INT this long, not     DENIT_SHUTDOWN_DELAY=DURATION
+      --shutdown-delay DURATION  hold a first stop signal this long, not DENIT_SHUTDOWN_DELAY=DURATION
                            ready meanwhile (load balancers drain first)
       --drain-while CHECK  hold it only while CHECK holds: tcp:PORT,   DENIT_DRAIN_WHILE=CHECK
                            http:PORT/PATH, file:PATH or jobs (jobs running)
