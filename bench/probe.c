@@ -2,7 +2,8 @@
  * probe: the measuring side of `make bench`, in C so that the driver adds as little as
  * possible to what it measures. Every clock is CLOCK_MONOTONIC (one clock for all processes).
  *
- *   probe siglat N SUP... --     time kill(SUP, SIGUSR1) -> the child's handler, N times
+ *   probe siglat N SUP... --     time kill(SUP, SIGUSR1) -> the child's handler, N times, and
+ *                                SUP's CPU time per signal (all its threads, schedstat)
  *   probe exitlat SUP... --      time the child's _exit -> SUP's exit seen by waitpid
  *   probe orphans burst N        (as SUP's child, in a PID namespace) N orphans exit at once
  *   probe orphans stream RATE S  RATE orphans per second for S seconds; samples the backlog
@@ -48,14 +49,35 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static void print_stats(const char *name, int64_t *v, int n, int lost) {
+/* Prints the stats of n samples; `cpu_us`: CPU time per sample of the process measured. */
+static void print_stats(const char *name, int64_t *v, int n, int lost, double cpu_us) {
   qsort(v, n, sizeof *v, cmp_i64);
   int64_t sum = 0;
   for (int i = 0; i < n; i++) sum += v[i];
   printf("{\"probe\":\"%s\",\"count\":%d,\"lost\":%d,\"median_us\":%.2f,\"p99_us\":%.2f,"
-         "\"max_us\":%.2f,\"mean_us\":%.2f}\n",
+         "\"max_us\":%.2f,\"mean_us\":%.2f,\"cpu_us\":%.2f}\n",
          name, n, lost, v[n / 2] / 1e3, v[(int)(n * 0.99)] / 1e3, v[n - 1] / 1e3,
-         (double)sum / n / 1e3);
+         (double)sum / n / 1e3, cpu_us);
+}
+
+/* CPU time of every thread of pid so far, in ns: the first field of each task's schedstat. */
+static int64_t cpu_ns(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", pid);
+  DIR *tasks = opendir(path);
+  if (!tasks) return -1;
+  int64_t total = 0;
+  struct dirent *e;
+  while ((e = readdir(tasks))) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%.20s/schedstat", pid, e->d_name);
+    FILE *f = fopen(path, "r");
+    long long ns = 0;
+    if (f && fscanf(f, "%lld", &ns) == 1) total += ns;
+    if (f) fclose(f);
+  }
+  closedir(tasks);
+  return total;
 }
 
 /* argv = SUP... -- ; builds SUP... <self> <mode> into a new argv. */
@@ -112,6 +134,7 @@ static int siglat(int n, char **sup, char *self) {
   nanosleep(&settle, NULL);
   int64_t *v = calloc(n, sizeof *v);
   int lost = 0;
+  int64_t cpu0 = cpu_ns(pid);
   for (int i = 0; i < n; i++) {
     int64_t t0 = now_ns();
     if (kill(pid, SIGUSR1) < 0) die("kill");
@@ -121,10 +144,11 @@ static int siglat(int n, char **sup, char *self) {
     v[i] = now_ns() - t0;
     nanosleep(&gap, NULL);
   }
+  double cpu_us = (cpu_ns(pid) - cpu0) / 1e3 / n;
   kill(pid, SIGTERM);
   int status;
   waitpid(pid, &status, 0);
-  print_stats("siglat", v, lost ? 1 : n, lost);
+  print_stats("siglat", v, lost ? 1 : n, lost, cpu_us);
   return 0;
 }
 

@@ -505,6 +505,7 @@ function signals(count: number): Figures["signals"] {
       medianUs: r.median_us ?? NaN,
       p99Us: r.p99_us ?? NaN,
       maxUs: r.max_us ?? NaN,
+      cpuUs: r.cpu_us ?? NaN,
       lost: r.lost ?? NaN,
       count: r.count ?? NaN,
     };
