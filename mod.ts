@@ -23,7 +23,18 @@ export { ExitCode };
 async function jobsModule(): Promise<typeof import("./src/jobs/entry.ts")> {
   await (await import("./src/jobs/require.ts")).provideRequire();
   const entry = import.meta.url.endsWith(".ts") ? "./src/jobs/entry.ts" : "./denit-jobs.js";
-  return await import(entry);
+  return await loadHalf(entry, "the job service and `denit job`");
+}
+
+/** Imports a half of denit; rejects with one line that names its file and what it is for. */
+async function loadHalf<T>(entry: string, what: string): Promise<T> {
+  try {
+    return await import(entry);
+  } catch (err: unknown) {
+    const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0];
+    const path = new URL(entry, import.meta.url).pathname;
+    throw new Error(`cannot load ${path}, denit's code for ${what} (${reason})`);
+  }
 }
 
 /**
@@ -32,17 +43,9 @@ async function jobsModule(): Promise<typeof import("./src/jobs/entry.ts")> {
  * cannot follow), or the module from the sources. Rejects with one line that names the file
  * when it cannot be loaded.
  */
-async function features(): Promise<typeof import("./features.ts")> {
+function features(): Promise<typeof import("./features.ts")> {
   const entry = import.meta.url.endsWith(".ts") ? "./features.ts" : "./denit-features.js";
-  try {
-    return await import(entry);
-  } catch (err: unknown) {
-    const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0];
-    throw new Error(
-      `cannot load ${new URL(entry, import.meta.url).pathname}, denit's code for copy mode ` +
-        `and the health endpoint (${reason})`,
-    );
-  }
+  return loadHalf(entry, "copy mode and the health endpoint");
 }
 
 /** `denit init` and `copy`, from the optional half; null for any other. */
@@ -110,5 +113,13 @@ if (worker === SPAWN_WORKER_NAME) {
   const { readLaunch, takeBackStderr } = await import("./src/sys/launch.ts");
   const launch = readLaunch();
   if (launch !== null) takeBackStderr(launch);
-  Deno.exit(await main(launch));
+  let code: number = ExitCode.INTERNAL;
+  try {
+    code = await main(launch);
+  } catch (err: unknown) {
+    // What nothing below caught (a half of denit missing, say): one line, exit 125.
+    const { printErr } = await import("./src/common/log.ts");
+    printErr(`denit: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
+  }
+  Deno.exit(code);
 }

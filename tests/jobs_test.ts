@@ -886,6 +886,15 @@ Deno.test({
       const on = await run([...alone, "-s", "--jobs-socket", `${dir}/j.sock`, "--", "true"]);
       assertEquals(on.code, 125, on.stderr);
       assertMatch(on.stderr, /Cannot serve jobs on/);
+      // `denit job` loads that half at once: one line names it, exit 125.
+      const list = await run([...alone, "job", "list"]);
+      assertEquals([list.code, list.stdout], [125, ""], list.stderr);
+      assertMatch(
+        list.stderr,
+        new RegExp(
+          `^denit: cannot load ${dir}/denit-jobs\\.js, denit's code for the job service .*\\n$`,
+        ),
+      );
     } finally {
       await Deno.remove(dir, { recursive: true });
     }

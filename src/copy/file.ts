@@ -221,7 +221,6 @@ export async function copyFile(
     const data = await copyData(input.value, output, src.size, sparse, {
       smallChunk: SMALL_CHUNK,
       threadChunk: THREAD_CHUNK,
-      onThread: true,
       check: () => stop.check(),
     });
     if (!data.ok) fail("write", job.destPath, data.errno);

@@ -293,13 +293,12 @@ function sendAt(input: number, output: number, at: number, length: number): Outc
   return outcome(Number(libc.sendfile(output, input, offsets.subarray(0, 1), BigInt(length))));
 }
 
-/** How to copy data: chunk sizes, and whether chunks may go to a worker thread. */
+/** How to copy data: chunk sizes (larger than smallChunk: on a thread of the runtime's pool). */
 export interface DataOptions {
   /** Copied in one call on this thread up to this many bytes. */
   readonly smallChunk: number;
-  /** Larger files go in chunks of this size on a thread, when `onThread` is true. */
+  /** Larger files go in chunks of this size on a thread. */
   readonly threadChunk: number;
-  readonly onThread: boolean;
   /** Called between chunks: throws to stop the copy. */
   readonly check: () => void;
 }
@@ -338,13 +337,10 @@ export async function copyData(
     }
     while (at < end) {
       options.check();
-      const wanted = Math.min(
-        end - at,
-        options.onThread ? options.threadChunk : options.smallChunk,
-      );
+      const wanted = Math.min(end - at, options.threadChunk);
       let result = useSendfile
         ? sendAt(input, output, at, wanted)
-        : options.onThread && wanted > options.smallChunk
+        : wanted > options.smallChunk
         ? await copyRangeAtOnThread(input, output, at, wanted)
         : copyRangeAt(input, output, at, wanted);
       if (!result.ok && result.errno === 0) result = copyRangeAt(input, output, at, wanted);

@@ -343,6 +343,33 @@ podmanRunTest(
 );
 
 podmanRunTest(
+  "--init --init-path with the runtime and bundles mounted beside it: PID 1 is denit, a stop exits 0",
+  async (env) => {
+    const app = `denit-init-path-${crypto.randomUUID().slice(0, 8)}`;
+    // Podman mounts the init at /run/podman-init: the launcher finds what it runs beside it.
+    const beside = ["deno", "denit.js", "denit-features.js"].flatMap((name) => [
+      "-v",
+      `${ROOT}dist/${name}:/run/${name}:ro`,
+    ]);
+    try {
+      const started = await podman([
+        ...["run", "-d", "--name", app, "--network", "none", "--read-only"],
+        ...["--init", "--init-path", `${ROOT}dist/denit`, ...beside],
+        ...[GLIBC_IMAGE, "/app/server", "--port", "8080"],
+      ], env);
+      assertEquals(started.code, 0, started.stderr);
+      await logsMatch(app, /^listening 8080$/m);
+      assertMatch(await pid1(app), / \/run\/denit\.js -- \/app\/server --port 8080$/);
+      const stopped = await podman(["stop", "-t", "10", app], env);
+      assertEquals(stopped.code, 0, stopped.stderr);
+      assertEquals(await exitCode(app), 0);
+    } finally {
+      await podman(["rm", "-f", app]);
+    }
+  },
+);
+
+podmanRunTest(
   "--init --init-path with denit's launcher alone: 125 and one line that points the way",
   async (env) => {
     const result = await podman([
