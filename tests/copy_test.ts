@@ -576,6 +576,34 @@ Deno.test("a re-run removes what a killed run left; a failed copy leaves no DEST
   });
 });
 
+Deno.test("a re-copy that runs out of descriptors halfway changes nothing in DEST", async () => {
+  await withDirs(async (dir) => {
+    // 40 directories, each changed in the re-copy: two descriptors each wait for the end.
+    for (let i = 0; i < 40; i++) {
+      await Deno.mkdir(`${dir}/src/d${i}`, { recursive: true });
+      await Deno.writeTextFile(`${dir}/src/d${i}/f`, "old\n");
+    }
+    assertEquals((await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`])).code, 0);
+    for (let i = 0; i < 40; i++) await Deno.writeTextFile(`${dir}/src/d${i}/f`, "new\n");
+    const short = await run([
+      ...["prlimit", "--nofile=48:48", ...DENIT],
+      ...["copy", `${dir}/src/.`, `${dir}/dest`],
+    ]);
+    assertEquals(short.code, 1, short.stderr);
+    assertMatch(short.stderr, /^denit copy: Cannot .*: Too many open files\n$/);
+    const left = await run([
+      "sh",
+      "-c",
+      `cat "$1"/dest/d*/f | sort -u; ls -A "$1"/dest/d*`,
+      "sh",
+      dir,
+    ]);
+    assertEquals(left.stdout.split("\n").filter((line) => line.startsWith(".denit-")), []);
+    assertMatch(left.stdout, /^old\n/);
+    assertOk(!left.stdout.includes("new"), left.stdout);
+  });
+});
+
 Deno.test("names of 255 bytes into an existing directory, and a tree 2,030 levels deep", async () => {
   await withDirs(async (dir) => {
     const long = "n".repeat(255);
