@@ -80,8 +80,8 @@ Deno.test("imports point down and no program imports another", () => {
 Deno.test("the import check can fail: a program importing another is caught", () => {
   assertEquals(allowed("src/health/endpoint.ts", "src/supervise/machine.ts"), false);
   assertEquals(allowed("src/common/log.ts", "src/sys/process.ts"), false);
-  assertEquals(allowed("src/copy/run.ts", "mod.ts"), false);
-  assertEquals(allowed("src/copy/run.ts", "src/sys/files.ts"), true);
+  assertEquals(allowed("src/copy/tree.ts", "mod.ts"), false);
+  assertEquals(allowed("src/copy/tree.ts", "src/sys/files.ts"), true);
   assertEquals(allowed("src/jobs/host.ts", "proto/denit/jobs/v1/jobs.proto"), false);
   assertEquals(allowed("src/supervise/main.ts", "src/jobs/host.ts"), true);
   assertEquals(allowed("src/supervise/main.ts", "src/jobs/service.ts"), false);

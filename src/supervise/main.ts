@@ -190,7 +190,7 @@ async function run(
   }
 }
 
-/** The job service (jobs.ts), loaded only with --jobs-socket. */
+/** The job service (jobs/host.ts), loaded only with --jobs-socket. */
 async function startJobs(
   config: Config,
   log: Logger,
