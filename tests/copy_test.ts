@@ -578,13 +578,13 @@ Deno.test("a re-run removes what a killed run left; a failed copy leaves no DEST
 
 Deno.test("a re-copy that runs out of descriptors halfway changes nothing in DEST", async () => {
   await withDirs(async (dir) => {
-    // 40 directories, each changed in the re-copy: two descriptors each wait for the end.
-    for (let i = 0; i < 40; i++) {
+    // 60 directories, each changed in the re-copy: a descriptor each waits for the end.
+    for (let i = 0; i < 60; i++) {
       await Deno.mkdir(`${dir}/src/d${i}`, { recursive: true });
       await Deno.writeTextFile(`${dir}/src/d${i}/f`, "old\n");
     }
     assertEquals((await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`])).code, 0);
-    for (let i = 0; i < 40; i++) await Deno.writeTextFile(`${dir}/src/d${i}/f`, "new\n");
+    for (let i = 0; i < 60; i++) await Deno.writeTextFile(`${dir}/src/d${i}/f`, "new\n");
     const short = await run([
       ...["prlimit", "--nofile=48:48", ...DENIT],
       ...["copy", `${dir}/src/.`, `${dir}/dest`],
@@ -731,6 +731,13 @@ Deno.test({
           `os.getxattr("${dir}/dest/link", "trusted.origin", follow_symlinks=False).decode())`,
       );
       assertEquals(read.stdout, "dir 7 link 7\n", read.stderr);
+      // An existing directory whose source changed gets the source's attributes too.
+      await python(`os.setxattr("${dir}/src/etc", "user.origin", b"dir 8")`);
+      await Deno.utime(`${dir}/src/etc`, new Date(1_600_000_000_000), new Date(1_600_000_000_000));
+      const again = await run([...DENIT, "copy", `${dir}/src/.`, `${dir}/dest`]);
+      assertEquals(again.code, 0, again.stderr);
+      const updated = await python(`print(os.getxattr("${dir}/dest/etc", "user.origin").decode())`);
+      assertEquals(updated.stdout, "dir 8\n", updated.stderr);
     });
   },
 });

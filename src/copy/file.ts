@@ -126,7 +126,15 @@ async function sha256(fd: number, size: number): Promise<string> {
  * destination's path (built only then: a file's path is not built on the way of every copy).
  */
 export function copyXattrs(from: XattrFile, to: XattrFile, path: () => string): XattrMiss[] {
-  const attrs = readXattrs(from);
+  return writeXattrs(readXattrs(from), to, path);
+}
+
+/** Writes attributes `readXattrs` read (see copyXattrs). */
+export function writeXattrs(
+  attrs: ReturnType<typeof readXattrs>,
+  to: XattrFile,
+  path: () => string,
+): XattrMiss[] {
   // ENOTSUP: the source's filesystem has none to copy.
   if (!attrs.ok) {
     return attrs.errno === Errno.ENOTSUP ? [] : [{ attr: "*", path: path(), errno: attrs.errno }];

@@ -26,6 +26,7 @@ import {
   openDirectory,
   type PathStat,
   readSymlink,
+  readXattrs,
   removeEntry,
   setEntryOwner,
   setEntryTimes,
@@ -46,6 +47,7 @@ import {
   type Owner,
   putInPlace,
   StopFlag,
+  writeXattrs,
   type XattrMiss,
 } from "./file.ts";
 import {
@@ -487,10 +489,11 @@ export class CopyTree {
   #leave(dir: Dir): void {
     const writes = !this.#options.dryRun && dir.destFd >= 0;
     if (writes && !dir.fresh && (dir.update || dir.touched)) {
-      // Its descriptors stay open for what is pending.
-      if (dir.ownsSrc) this.#held.push(dir.srcFd);
+      // The source's attributes are read now; the destination stays open for what is pending.
+      const attrs = readXattrs(dir.srcFd);
+      if (dir.ownsSrc) closeFd(dir.srcFd);
       if (dir.ownsDest) this.#held.push(dir.destFd);
-      this.#pending.push({ run: () => this.#finishDir(dir), undo: null });
+      this.#pending.push({ run: () => this.#finishDir(dir, attrs), undo: null });
       return;
     }
     try {
@@ -506,7 +509,7 @@ export class CopyTree {
   }
 
   /** A directory's owner, mode, attributes, flush and times, once everything in it is in place. */
-  #finishDir(dir: Dir): void {
+  #finishDir(dir: Dir, attrs = readXattrs(dir.srcFd)): void {
     const { owner, sync } = this.#options;
     if (owner !== null) {
       const owned = setFdOwner(dir.destFd, owner.uid, owner.gid);
@@ -514,7 +517,7 @@ export class CopyTree {
     }
     const mode = setFdMode(dir.destFd, dir.stat.mode);
     if (!mode.ok) fail("set the mode of", dir.destPath, mode.errno);
-    for (const miss of copyXattrs(dir.srcFd, dir.destFd, () => dir.destPath)) this.#missed(miss);
+    for (const miss of writeXattrs(attrs, dir.destFd, () => dir.destPath)) this.#missed(miss);
     if (sync) {
       const synced = syncFd(dir.destFd);
       // Some filesystems cannot fsync a directory (EINVAL): their renames are as durable.
