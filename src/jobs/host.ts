@@ -35,7 +35,7 @@ import {
   sendSignal,
   spawn,
 } from "../sys/process.ts";
-import { findMemoryCgroup, oomCountFile, readOomKills } from "../sys/cgroup.ts";
+import { type MemoryCgroup, oomCountFile, readOomKills } from "../sys/cgroup.ts";
 
 /** The service starts again no sooner than this, doubled at each death up to RESTART_MAX_MS. */
 const RESTART_FIRST_MS = 100;
@@ -56,6 +56,8 @@ export interface JobsSettings {
   readonly logArgs: readonly string[];
   /** The service was killed by the OOM killer. */
   readonly onOomKill: () => void;
+  /** The memory cgroup (the supervisor's), whose OOM-kill count says whether the service died of it. */
+  readonly memory: MemoryCgroup | null;
 }
 
 const encoder = new TextEncoder();
@@ -108,8 +110,6 @@ export class JobHost {
   readonly #settings: JobsSettings;
   #servicePid = 0;
   #serviceStartedAtMs = 0;
-  /** The memory cgroup, whose OOM-kill count tells whether the service died of it. */
-  readonly #memory = findMemoryCgroup();
   #oomKillsAtStart: number | null = null;
   #restartDelayMs = RESTART_FIRST_MS;
   #listener: UnixListener | null = null;
@@ -219,7 +219,9 @@ export class JobHost {
       String(LISTEN_FD),
       ...(this.#stopping ? ["--stopping"] : []),
       // Where the memory cgroup counts OOM kills: each job's keeper reads it (cause=oom).
-      ...(this.#memory === null ? [] : ["--oom-count", oomCountFile(this.#memory)]),
+      ...(this.#settings.memory === null
+        ? []
+        : ["--oom-count", oomCountFile(this.#settings.memory)]),
       ...logArgs,
     ];
     const result = spawn({
@@ -268,7 +270,7 @@ export class JobHost {
   }
 
   #oomKills(): number | null {
-    return this.#memory === null ? null : readOomKills(this.#memory);
+    return this.#settings.memory === null ? null : readOomKills(this.#settings.memory);
   }
 
   /** The memory cgroup counted an OOM kill since the service started. */

@@ -204,6 +204,7 @@ async function startJobs(
     log,
     logArgs: ["--log-level", config.logLevel, "--log-format", config.logFormat],
     onOomKill: () => supervisor.relieveMemory(),
+    memory: supervisor.memoryCgroup,
   });
   supervisor.attachJobs(host);
   try {

@@ -9,7 +9,13 @@ import { errorLine } from "../common/errors.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGKILL } from "../common/signals.ts";
 import type { MemoryFacts } from "../common/snapshot.ts";
-import { findMemoryCgroup, readMemoryLimit, readOomGroup, readOomKills } from "../sys/cgroup.ts";
+import {
+  findMemoryCgroup,
+  type MemoryCgroup,
+  readMemoryLimit,
+  readOomGroup,
+  readOomKills,
+} from "../sys/cgroup.ts";
 import type { ExitStatus } from "../sys/process.ts";
 import { OomLedger } from "./cause.ts";
 import { isEnding } from "./leftovers.ts";
@@ -17,7 +23,7 @@ import { isEnding } from "./leftovers.ts";
 /** How often the OOM-kill count is read while a reaped process's rise may still come. */
 const OOM_SETTLE_POLL_MS = 10;
 
-/** One per child, made just before it starts. */
+/** One per denit: the cgroup is found once, here, and the job service's host is handed it. */
 export class MemoryWatch {
   readonly #log: Logger;
   readonly #cgroup = findMemoryCgroup();
@@ -34,13 +40,21 @@ export class MemoryWatch {
     this.#log = log;
   }
 
+  /** The memory cgroup denit and its processes run in; null if none is mounted. */
+  get cgroup(): MemoryCgroup | null {
+    return this.#cgroup;
+  }
+
   /**
-   * Takes the OOM-kill count; `pid`, the child's while it runs, is skipped if it is on its way
-   * out (the OOM killer sends SIGKILL before it counts).
+   * Takes the OOM-kill count unless `pid`, the child's while it runs, is on its way out when the
+   * count has been read: the OOM killer sends SIGKILL before it counts, so a count that holds
+   * the child's kill is never taken for another's.
    */
   refresh(pid: number | null): void {
-    if (this.#cgroup === null || (pid !== null && isEnding(pid))) return;
-    this.#ledger.taken(readOomKills(this.#cgroup), performance.now());
+    if (this.#cgroup === null) return;
+    const count = readOomKills(this.#cgroup);
+    if (pid !== null && isEnding(pid)) return;
+    this.#ledger.taken(count, performance.now());
   }
 
   /**

@@ -60,6 +60,7 @@ import {
 } from "./zombies.ts";
 import { explainExit, type Explanation } from "./cause.ts";
 import { MemoryWatch } from "./memory.ts";
+import type { MemoryCgroup } from "../sys/cgroup.ts";
 import type { Spawner } from "./spawner.ts";
 import type { RunAs } from "./user.ts";
 import type { JobHost } from "../jobs/host.ts";
@@ -151,7 +152,7 @@ export class Supervisor {
   #zombiesCheckedAtMs: number | null = null;
   /** Signals sent to the child, each with the one received for it (for the exit cause). */
   readonly #sentToChild = new Map<number, number>();
-  #memory: MemoryWatch | null = null;
+  readonly #memory: MemoryWatch;
   #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
   #exitedAtMs: number | null = null;
   #reaped = 0;
@@ -171,6 +172,12 @@ export class Supervisor {
     this.#trap = options.trap ?? null;
     this.#containerFileLimit = options.containerFileLimit;
     this.#reapedLog = config.warnReaped ? new ReapedLog(log) : null;
+    this.#memory = new MemoryWatch(log);
+  }
+
+  /** The memory cgroup, found once (the job service's host reads its OOM-kill count too). */
+  get memoryCgroup(): MemoryCgroup | null {
+    return this.#memory.cgroup;
   }
 
   /** The current state, frozen. */
@@ -199,7 +206,7 @@ export class Supervisor {
       deadlineAtMs: this.#startedAtMs === null || this.#config.timeoutMs === null
         ? null
         : this.#startedAtMs + this.#config.timeoutMs,
-      memory: this.#memory?.facts() ?? null,
+      memory: this.#memory.facts(),
       jobs: this.#jobs?.counts() ?? null,
     });
   }
@@ -222,7 +229,6 @@ export class Supervisor {
     const environment = environmentWith(child.variables);
     this.#prepareProcess();
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
-    this.#memory = new MemoryWatch(this.#log);
     this.#memory.refresh(null);
     for (const signo of this.#signals.take()) {
       if (signo !== SIGCHLD) this.#dispatch({ type: "signal-received", signo });
@@ -249,7 +255,7 @@ export class Supervisor {
 
   #started(pid: number, runAs: RunAs | null): void {
     this.#startedAtMs = Date.now();
-    this.#memory?.childStarted(pid, this.#config.oomScoreAdj);
+    this.#memory.childStarted(pid, this.#config.oomScoreAdj);
     this.#reserve = openReserve();
     const target = this.#config.group ? -pid : pid;
     this.#target = target;
@@ -340,13 +346,13 @@ export class Supervisor {
         // The count stays as it was; the next scan tries again.
         this.#log.error("zombie-scan failed; denit goes on", { error: errorLine(err, true) });
       }
-      await this.#memory?.dropCodePages();
+      await this.#memory.dropCodePages();
     }
   }
 
   /** Memory is short (the job service was OOM-killed): the runtime's idle code pages go now. */
   relieveMemory(): void {
-    void this.#memory?.dropCodePages(true);
+    void this.#memory.dropCodePages(true);
   }
 
   /** Zombies denit cannot reap: counted for /status, a warn line at most once a minute. */
@@ -356,7 +362,7 @@ export class Supervisor {
     if (this.#finished) return;
     this.#zombies = report;
     this.#zombiesCheckedAtMs = Date.now();
-    if (this.#livePid() !== null) this.#memory?.refresh(this.#livePid());
+    if (this.#livePid() !== null) this.#memory.refresh(this.#livePid());
     const now = performance.now();
     if (report.total === 0 || now - this.#zombieWarnedAtMs < ZOMBIE_WARN_EVERY_MS) return;
     this.#zombieWarnedAtMs = now;
@@ -405,7 +411,7 @@ export class Supervisor {
     }
     if (round.errno !== 0) this.#log.warn("waitpid failed", { errno: round.errno });
     if (round.othersKilled > 0) {
-      void this.#memory?.otherKilled(round.othersKilled, () => this.#livePid());
+      void this.#memory.otherKilled(round.othersKilled, () => this.#livePid());
     }
     if (round.child !== null) {
       this.#termGroup();
@@ -445,8 +451,7 @@ export class Supervisor {
       : state.forced
       ? "grace"
       : null;
-    const { oomKilled, memoryLimit } = this.#memory?.judge(status) ??
-      { oomKilled: false, memoryLimit: null };
+    const { oomKilled, memoryLimit } = this.#memory.judge(status);
     const explanation = explainExit({
       status,
       stoppedBy,
@@ -707,7 +712,7 @@ export class Supervisor {
     const code = timedOut ? "; exit code 124" : "";
     this.#log.warn(`${why}: SIGKILL to ${formatProcesses(named)}${code}`);
     this.#forcedKill = true;
-    this.#memory?.refresh(this.#livePid()); // the child's SIGKILL is denit's own from here
+    this.#memory.refresh(this.#livePid()); // the child's SIGKILL is denit's own from here
     this.#forward(SIGKILL, target, SIGKILL);
     // The processes named above, by pid: once the child is dead, its children are briefly
     // nobody's (not yet reparented to denit) and a fresh walk of the tree would miss them.
@@ -800,7 +805,7 @@ export class Supervisor {
       );
     }
     this.#finished = true;
-    this.#memory?.close();
+    this.#memory.close();
     this.#spawner?.close();
     this.#reapedLog?.close();
     for (const name of [...this.#timers.keys()]) this.#cancelTimer(name);
