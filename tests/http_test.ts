@@ -29,7 +29,18 @@ Deno.test("request heads: good, HTTP/1.0, absolute form, bad", () => {
   });
   assertEquals(parseHead("GET / HTTP/1.1\r\nConnection: close").kind, "request");
   for (
-    const bad of ["", "GET /", "get / HTTP/1.1", "GET / HTTP/2.0", "GET / HTTP/1.1\r\nNo colon"]
+    const bad of [
+      "",
+      "GET /",
+      "get / HTTP/1.1",
+      "GET / HTTP/2.0",
+      "GET / HTTP/1.1\r\nNo colon",
+      "GET / HTTP/1.1\r\nA name: x",
+      "GET * HTTP/1.1",
+      "GET http://h:1 HTTP/1.1",
+      "GET /\u0001 HTTP/1.1",
+      `GET /${"a".repeat(2048)} HTTP/1.1`,
+    ]
   ) {
     assertEquals(parseHead(bad), { kind: "bad", status: 400 }, JSON.stringify(bad));
   }
