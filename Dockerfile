@@ -20,6 +20,7 @@ RUN case "$(uname -m)" in aarch64) arch=arm64 ;; x86_64) arch=x64 ;; \
 COPY Makefile deno.json deno.lock mod.ts features.ts ./
 COPY src ./src
 COPY launch ./launch
+COPY build ./build
 COPY fixtures/cache.ts ./fixtures/
 RUN make bundle DENO=/usr/local/bin/deno
 # The runtime's cache for the paths the image has (its keys hold them): made at / here.

@@ -52,8 +52,13 @@ define bundle
 	mv $(2).tmp $(2)
 endef
 
-dist/denit.js: $(DENO) $(SOURCES) deno.json
-	$(call bundle,mod.ts,$@)
+# The functions a plain start calls are then marked for V8 to compile at once, so that the
+# shipped code cache keeps them (build/eager.ts: it runs the bundle once to find them).
+dist/denit.js: $(DENO) $(SOURCES) deno.json build/eager.ts $(wildcard launch/*.c launch/*.h)
+	$(call bundle,mod.ts,dist/denit-lazy.js)
+	$(DENO) run --allow-all build/eager.ts dist/denit-lazy.js $@.tmp
+	rm dist/denit-lazy.js
+	mv $@.tmp $@
 
 # The optional half: copy mode, the probe, the bridge and the health endpoint (features.ts).
 dist/denit-features.js: $(DENO) $(SOURCES) deno.json
@@ -131,7 +136,7 @@ lint: $(DENO)
 	$(DENO) lint
 
 check: $(DENO)
-	$(DENO) check mod.ts features.ts src/ tests/ fixtures/ bench/
+	$(DENO) check mod.ts features.ts src/ tests/ fixtures/ bench/ build/
 
 # The arm64 lane (tests/arm64_test.ts) needs the aarch64 runtime; its image test, the launcher.
 ARM64_LANE := $(DENO_ARM64) $(if $(and $(shell command -v aarch64-linux-gnu-gcc),$(shell command -v qemu-aarch64-static)),rootfs-arm64)
