@@ -198,6 +198,30 @@ function verdicts(f: Figures): Verdict[] {
     } ms)`,
     met: s.denit <= s.floorSpawn + 2000,
   });
+  out.push({
+    target: "start overhead within 4 ms of the Deno floor (Deno.Command spawn + wait)",
+    measured: `+${fixed((s.denit - s.floorSpawn) / 1000, 2)} ms`,
+    met: s.denit <= s.floorSpawn + 4000,
+  });
+  const anon = f.memory.anonKiB;
+  if (anon !== undefined) {
+    const floor = Math.min(anon.floorEmpty, anon.floorSpawn);
+    out.push({
+      target: "PID 1's private memory (RssAnon) ≤ the Deno floors' + 0.5 MiB",
+      measured: `${fixed(anon.denit / 1024, 1)} MiB vs ${fixed(floor / 1024, 1)} MiB`,
+      met: anon.denit <= floor + 512,
+    });
+  }
+  if (f.docker !== undefined && f.docker !== null) {
+    out.push({
+      target: "docker run --rm IMG /bin/true within 15 ms of --init (the runtime's own boot, " +
+        "an empty Deno program, is in section 1)",
+      measured: `${fixed(f.docker.denitMs)} ms vs ${fixed(f.docker.initMs)} ms (+${
+        fixed(f.docker.denitMs - f.docker.initMs)
+      } ms)`,
+      met: f.docker.denitMs <= f.docker.initMs + 15,
+    });
+  }
   const rss = f.memory.rssKiB;
   out.push({
     target: "resident memory ≤ Deno floor + 2 MiB",
