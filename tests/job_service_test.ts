@@ -696,13 +696,17 @@ Deno.test("job service: Cancel ends the whole job: what it started with setsid, 
     done = await cancelled;
     assertEquals(done.status === "RUNNING", false, JSON.stringify(done));
 
-    // A keeper killed amid the grace it was asked for: the service ends the rest of it with KILL.
-    const deaf = 'trap "echo TERM ignored" TERM; echo up; while :; do sleep 0.05; done';
+    // A keeper killed amid the grace it was asked for: the service ends the rest of it with KILL,
+    // what the job started with setsid included (it ignores TERM; its parent, the job, lives).
+    const deaf = `trap "echo TERM ignored" TERM; setsid sh -c 'trap "" TERM; exec sleep 302' & ` +
+      'echo "up $!"; while :; do sleep 0.05; done';
     const stubborn = await call<Job>((cb) =>
       c.Run({ id: "stubborn", argv: ["sh", "-c", deaf] }, cb)
     );
-    started.push(stubborn.pid);
-    await outputMatches(c, "stubborn", /^up\n$/);
+    const apart = Number(
+      /^up (\d+)\n$/.exec(await outputMatches(c, "stubborn", /^up \d+\n$/))?.[1],
+    );
+    started.push(stubborn.pid, apart);
     const asked = call<Job>((cb) => c.Cancel({ id: "stubborn", graceMs: 2000 }, cb));
     await outputMatches(c, "stubborn", /TERM ignored\n$/);
     Deno.kill(statusValue(stubborn.pid, "PPid"), "SIGKILL");
@@ -711,6 +715,10 @@ Deno.test("job service: Cancel ends the whole job: what it started with setsid, 
     assertOk(
       !exists(stubborn.pid) || processState(stubborn.pid) === "Z",
       "the job outlived the Cancel of its dead keeper",
+    );
+    assertOk(
+      !exists(apart) || processState(apart) === "Z",
+      "what the job started with setsid outlived the Cancel of its dead keeper",
     );
     assertOk(
       !exists(orphan.pid) || processState(orphan.pid) === "Z",

@@ -7,6 +7,7 @@
  */
 
 import { errorLine } from "../common/errors.ts";
+import { readProcStat } from "../common/proc.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
@@ -149,18 +150,72 @@ function exists(pid: number): boolean {
   return result.ok || result.errno !== Errno.ESRCH;
 }
 
+/** A process's parent, group and start time (proc(5) fields 4, 5, 22); null: gone or a zombie. */
+function procFacts(pid: number): { ppid: number; pgid: number; start: string } | null {
+  try {
+    const stat = readProcStat(pid);
+    if (stat.field(3) === "Z") return null;
+    return { ppid: Number(stat.field(4)), pgid: Number(stat.field(5)), start: stat.field(22) };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Adds to `known` (pid → start time) the job's processes now: with `members`, those of its group
+ * (only at first: the id may be another group's once this one is empty), and at every call what
+ * a known process started (its `setsid` children too). False without /proc.
+ */
+function findJobProcesses(pgid: number, known: Map<number, string>, members: boolean): boolean {
+  const facts = new Map<number, { ppid: number; pgid: number; start: string }>();
+  try {
+    for (const entry of Deno.readDirSync("/proc")) {
+      const pid = Number(entry.name);
+      const found = Number.isInteger(pid) && pid > 0 ? procFacts(pid) : null;
+      if (found !== null) facts.set(pid, found);
+    }
+  } catch {
+    return false;
+  }
+  if (members) { for (const [pid, f] of facts) if (f.pgid === pgid) known.set(pid, f.start); }
+  for (let added = true; added;) {
+    added = false;
+    for (const [pid, f] of facts) {
+      const parent = known.get(f.ppid);
+      if (known.has(pid) || parent === undefined || parent !== facts.get(f.ppid)?.start) continue;
+      known.set(pid, f.start);
+      added = true;
+    }
+  }
+  return true;
+}
+
+/** `signo` to each known process that is still the one known (pid and start time); any left. */
+function signalKnown(known: Map<number, string>, signo: number): boolean {
+  for (const [pid, start] of known) {
+    if (procFacts(pid)?.start === start) sendSignal(pid, signo);
+    else known.delete(pid);
+  }
+  return known.size > 0;
+}
+
 /**
  * What a keeper does for a Cancel, for a job whose keeper is gone: TERM (and CONT, for a stopped
- * process) to its group now, KILL once the grace is over, again until none is left.
+ * process) to its processes now, KILL once the grace is over, again until none is left. Its
+ * processes are its group's and their descendants (a `setsid` child whose parent still lives);
+ * one whose parent died went to denit with the keeper's death, and is denit's orphan.
  */
-async function stopGroup(pgid: number, graceMs: number): Promise<void> {
-  sendSignal(-pgid, SIGTERM);
-  sendSignal(-pgid, SIGCONT);
+async function stopJob(pgid: number, graceMs: number): Promise<void> {
+  const known = new Map<number, string>();
+  // Without /proc, its group is all that can be found.
+  const signal = (signo: number, members = false) =>
+    findJobProcesses(pgid, known, members)
+      ? signalKnown(known, signo)
+      : sendSignal(-pgid, signo).ok;
+  signal(SIGTERM, true);
+  signal(SIGCONT);
   await new Promise((resolve) => setTimeout(resolve, graceMs));
-  while (exists(-pgid)) {
-    sendSignal(-pgid, SIGKILL);
-    await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
-  }
+  while (signal(SIGKILL)) await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
 }
 
 /** The job service's state in its process. */
@@ -173,8 +228,8 @@ export class JobService {
   readonly #oomCount: string | null;
   #seq: number;
   #stopping: boolean;
-  /** Job groups this service is stopping itself (their keepers are gone). */
-  readonly #stoppingGroups = new Set<number>();
+  /** The jobs (by group) this service is stopping itself, their keepers gone: until they end. */
+  readonly #takenOver = new Map<number, Promise<void>>();
   #streams = 0;
 
   /** The table of the run in `dir`, with every job an earlier service of this run left there. */
@@ -497,12 +552,14 @@ export class JobService {
     }
     const cancel = job.record.cancel;
     while (pgid > 0 && (exists(-pgid) || this.#keeperOf(job) !== 0)) {
-      // No keeper (gone before, or killed since it was asked): this service ends the group, in
-      // what is left of the grace.
-      if (cancel !== null && this.#keeperOf(job) === 0 && !this.#stoppingGroups.has(pgid)) {
-        this.#stoppingGroups.add(pgid);
+      // No keeper (gone before, or killed since it was asked): this service ends the job, in
+      // what is left of the grace, once for every Cancel that waits.
+      if (cancel !== null && this.#keeperOf(job) === 0) {
         const left = Math.max(0, cancel.atMs + cancel.graceMs - Date.now());
-        void stopGroup(pgid, left).finally(() => this.#stoppingGroups.delete(pgid));
+        const stopping = this.#takenOver.get(pgid) ??
+          stopJob(pgid, left).finally(() => this.#takenOver.delete(pgid));
+        this.#takenOver.set(pgid, stopping);
+        await stopping;
       }
       await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
     }
