@@ -337,8 +337,8 @@ export function compiledRanges(
 /** V8's flags that log every function it compiles, to stdout. */
 const FUNCTION_LOG_FLAGS = ",--log-function-events,--logfile=-,--no-logfile-per-isolate";
 
-/** Runs `command` and returns its stdout (a V8 log); throws with stderr's first line if it fails. */
-export async function functionLog(command: readonly string[]): Promise<string> {
+/** Runs `command` and returns its stdout; throws with stderr's first line if it fails. */
+async function stdoutOf(command: readonly string[]): Promise<string> {
   const [program = "", ...args] = command;
   const { code, stdout, stderr } = await new Deno.Command(program, { args, stdin: "null" })
     .output();
@@ -352,7 +352,7 @@ export async function functionLog(command: readonly string[]): Promise<string> {
 /** `deno run FILE` on this runtime with V8's function log: the log (and what FILE prints). */
 export function moduleLog(file: string): Promise<string> {
   const flags = `--v8-flags=${FUNCTION_LOG_FLAGS.slice(1)}`;
-  return functionLog([Deno.execPath(), "run", "--quiet", "--no-config", "--no-lock", flags, file]);
+  return stdoutOf([Deno.execPath(), "run", "--quiet", "--no-config", "--no-lock", flags, file]);
 }
 
 /**
@@ -364,7 +364,7 @@ export async function startLog(bundle: string): Promise<string> {
   try {
     const sources = new URL("../launch/", import.meta.url).pathname;
     const c = (await Array.fromAsync(Deno.readDir(sources))).filter((e) => e.name.endsWith(".c"));
-    await functionLog([
+    await stdoutOf([
       "gcc",
       "-O2",
       "-static",
@@ -375,7 +375,7 @@ export async function startLog(bundle: string): Promise<string> {
     ]);
     await Deno.symlink(Deno.execPath(), `${dir}/deno`);
     await Deno.copyFile(bundle, `${dir}/denit.js`);
-    return await functionLog([`${dir}/denit`, "-s", "--", "/bin/true"]);
+    return await stdoutOf([`${dir}/denit`, "-s", "--", "/bin/true"]);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
