@@ -1,7 +1,6 @@
 /**
- * `denit job`: a small client of the job service for people and scripts, in the same
- * executable. It speaks gRPC to the socket (directly, or through whatever carries it), and
- * `logs -f` resumes from the offsets it reached when a connection drops.
+ * `denit job`: a client of the job service (gRPC on its Unix socket) for people and scripts;
+ * `follow` and `logs -f` resume where they were when a connection drops.
  */
 
 import * as grpc from "@grpc/grpc-js";
@@ -15,7 +14,6 @@ import { DEFAULT_JOBS_SOCKET } from "./contract.ts";
 import { jobsDefinition } from "./proto.ts";
 import type { JobMessage, OutputMessage } from "./service.ts";
 
-/** How long a call waits for the service by default (`--wait`). */
 const DEFAULT_WAIT_MS = 30_000;
 /** After this long without an answer, denit job says that it waits. */
 const NOTICE_AFTER_MS = 2000;
@@ -68,11 +66,16 @@ type Unary<T> = (
   options: grpc.CallOptions,
   callback: grpc.requestCallback<T>,
 ) => grpc.ClientUnaryCall;
+type Call<T> = (
+  options: grpc.CallOptions,
+  callback: grpc.requestCallback<T>,
+) => grpc.ClientUnaryCall;
+type Page = { jobs: JobMessage[]; nextAfterId: string };
 
 type JobsClient = grpc.Client & {
   Run: Unary<JobMessage>;
   Cancel: Unary<JobMessage>;
-  List: Unary<{ jobs: JobMessage[]; nextAfterId: string }>;
+  List: Unary<Page>;
   Follow(request: object): grpc.ClientReadableStream<JobMessage>;
   FollowIO(request: object): grpc.ClientReadableStream<OutputMessage>;
 };
@@ -85,10 +88,8 @@ class CallFailed extends Error {
 }
 
 function failure(err: grpc.ServiceError, socket: string): CallFailed {
-  const unreachable = err.code === grpc.status.UNAVAILABLE ||
-    err.code === grpc.status.DEADLINE_EXCEEDED;
-  // grpc-js's "No connection established. Last error: ... connect ENOENT PATH ...": one line
-  // that says what to do.
+  // grpc-js says "No connection established. Last error: ... connect ENOENT PATH": one line
+  // that says what to do instead.
   const connect = /connect (E[A-Z]+)/.exec(err.details ?? "")?.[1];
   if (err.code === grpc.status.UNAVAILABLE && connect !== undefined) {
     return new CallFailed(
@@ -98,68 +99,102 @@ function failure(err: grpc.ServiceError, socket: string): CallFailed {
       ExitCode.INTERNAL,
     );
   }
+  const unreachable = err.code === grpc.status.UNAVAILABLE ||
+    err.code === grpc.status.DEADLINE_EXCEEDED;
   return new CallFailed(
     `${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`,
     unreachable ? ExitCode.INTERNAL : ExitCode.FAILED,
   );
 }
 
-/** Where the service is, how long to wait for it, and whether denit job said it waits. */
-interface Reach {
-  readonly socket: string;
-  readonly waitMs: number;
-  said: boolean;
-  /** One connection, made again after it broke (grpc-js reconnects a client by itself, too). */
-  client(): JobsClient;
+/** The job service at a socket: one connection, every call bounded by --wait. */
+class Service {
+  #client: JobsClient | null = null;
+  #said = false;
+
+  constructor(readonly socket: string, readonly waitMs: number) {}
+
+  get client(): JobsClient {
+    if (this.#client === null) {
+      const Client = grpc.makeGenericClientConstructor(jobsDefinition(), "Jobs");
+      const credentials = grpc.credentials.createInsecure();
+      this.#client = new Client(`unix:${this.socket}`, credentials) as unknown as JobsClient;
+    }
+    return this.#client;
+  }
+
+  close(): void {
+    this.#client?.close();
+  }
+
+  /** Says once, on stderr, that denit job waits for the service. */
+  waiting(what: string): void {
+    if (this.#said) return;
+    this.#said = true;
+    printErr(`denit job: ${what}; waiting up to ${formatDuration(this.waitMs)} (--wait)`);
+  }
+
+  /** One call, given up --wait (plus `workMs`, what the call itself may take) after it was made. */
+  unary<T>(call: Call<T>, workMs = 0): Promise<T> {
+    const notice = setTimeout(
+      () => this.waiting(`no answer yet from the job service at ${this.socket}`),
+      NOTICE_AFTER_MS,
+    );
+    const limitMs = this.waitMs + workMs;
+    return new Promise<T>((resolve, reject) => {
+      call({ deadline: Date.now() + limitMs }, (err, value) => {
+        if (err?.code === grpc.status.DEADLINE_EXCEEDED) {
+          const within = formatDuration(limitMs);
+          const text = `the job service at ${this.socket} did not answer within ${within}`;
+          reject(new CallFailed(text, ExitCode.INTERNAL));
+        } else if (err !== null) reject(failure(err, this.socket));
+        else if (value === undefined) reject(new CallFailed("empty answer", ExitCode.INTERNAL));
+        else resolve(value);
+      });
+    }).finally(() => clearTimeout(notice));
+  }
+
+  /** A stream, opened again (from its own resume point) while the service is unreachable. */
+  async stream<T>(
+    open: () => grpc.ClientReadableStream<T>,
+    onMessage: (message: T) => Promise<void>,
+  ): Promise<void> {
+    let lostAt: number | null = null;
+    for (;;) {
+      const err = await new Promise<grpc.ServiceError | null>((resolve) => {
+        const stream = open();
+        let chain = Promise.resolve();
+        stream.on("data", (message: T) => {
+          lostAt = null;
+          stream.pause();
+          chain = chain.then(() => onMessage(message)).then(() => void stream.resume());
+        });
+        stream.on("error", (e: grpc.ServiceError) => void chain.then(() => resolve(e)));
+        stream.on("end", () => void chain.then(() => resolve(null)));
+      });
+      if (err === null) return;
+      lostAt ??= performance.now();
+      if (err.code !== grpc.status.UNAVAILABLE || performance.now() - lostAt > this.waitMs) {
+        throw failure(err, this.socket);
+      }
+      this.waiting(`the job service at ${this.socket} cannot be reached`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+
+  /** Every job, a page of List at a time (a page stays well under gRPC's message limit). */
+  async *list(ids: readonly string[] = []): AsyncGenerator<JobMessage> {
+    for (let afterId = "";;) {
+      const page = await this.unary<Page>((o, cb) => this.client.List({ ids, afterId }, o, cb));
+      yield* page.jobs;
+      if (page.nextAfterId === "") return;
+      afterId = page.nextAfterId;
+    }
+  }
 }
 
-/** Says once, on stderr, that denit job waits for the service. */
-function sayWaiting(reach: Reach, what: string): void {
-  if (reach.said) return;
-  reach.said = true;
-  printErr(`denit job: ${what}; waiting up to ${formatDuration(reach.waitMs)} (--wait)`);
-}
-
-function connect(socket: string): JobsClient {
-  const Client = grpc.makeGenericClientConstructor(jobsDefinition(), "Jobs");
-  return new Client(`unix:${socket}`, grpc.credentials.createInsecure()) as unknown as JobsClient;
-}
-
-/**
- * One call, given up `reach.waitMs` (plus `workMs`, what the call itself may take) after it was
- * made: the service may be starting, restarting, or stopped.
- */
-function unary<T>(
-  reach: Reach,
-  call: (options: grpc.CallOptions, callback: grpc.requestCallback<T>) => grpc.ClientUnaryCall,
-  workMs = 0,
-): Promise<T> {
-  const notice = setTimeout(
-    () => sayWaiting(reach, `no answer yet from the job service at ${reach.socket}`),
-    NOTICE_AFTER_MS,
-  );
-  return new Promise<T>((resolve, reject) => {
-    call({ deadline: Date.now() + reach.waitMs + workMs }, (err, value) => {
-      if (err?.code === grpc.status.DEADLINE_EXCEEDED) {
-        reject(
-          new CallFailed(
-            `the job service at ${reach.socket} did not answer within ${
-              formatDuration(reach.waitMs + workMs)
-            }`,
-            ExitCode.INTERNAL,
-          ),
-        );
-      } else if (err !== null) reject(failure(err, reach.socket));
-      else if (value === undefined) reject(new CallFailed("empty answer", ExitCode.INTERNAL));
-      else resolve(value);
-    });
-  }).finally(() => clearTimeout(notice));
-}
-
-/** Writes all of `bytes` to a stream of this process. */
 async function writeAll(target: typeof Deno.stdout, bytes: Uint8Array): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) done += await target.write(bytes.subarray(done));
+  for (let done = 0; done < bytes.length;) done += await target.write(bytes.subarray(done));
 }
 
 function jobCode(job: JobMessage): number {
@@ -185,100 +220,40 @@ function time(ms: number): string {
   return ms === 0 ? "-" : new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A stream call that reconnects (with its own resume point) while the service is unreachable. */
-async function resumable<T>(
-  reach: Reach,
-  open: () => grpc.ClientReadableStream<T>,
-  onMessage: (message: T) => Promise<void>,
-): Promise<void> {
-  let lostAt: number | null = null;
-  for (;;) {
-    const result = await new Promise<grpc.ServiceError | null>((resolve) => {
-      const stream = open();
-      let chain = Promise.resolve();
-      stream.on("data", (message: T) => {
-        lostAt = null;
-        stream.pause();
-        chain = chain.then(() => onMessage(message)).then(() => void stream.resume());
-      });
-      stream.on("error", (err: grpc.ServiceError) => void chain.then(() => resolve(err)));
-      stream.on("end", () => void chain.then(() => resolve(null)));
-    });
-    if (result === null) return;
-    if (result.code !== grpc.status.UNAVAILABLE) throw failure(result, reach.socket);
-    lostAt ??= performance.now();
-    sayWaiting(reach, `the job service at ${reach.socket} cannot be reached`);
-    if (performance.now() - lostAt > reach.waitMs) throw failure(result, reach.socket);
-    await sleep(200);
-  }
-}
-
-/** Every job, a page of List at a time (a page stays well under gRPC's message limit). */
-async function* listAll(reach: Reach): AsyncGenerator<JobMessage> {
-  for (let afterId = "";;) {
-    const page = await unary<{ jobs: JobMessage[]; nextAfterId: string }>(
-      reach,
-      (o, cb) => reach.client().List({ afterId }, o, cb),
-    );
-    yield* page.jobs;
-    if (page.nextAfterId === "") return;
-    afterId = page.nextAfterId;
-  }
-}
-
-/** How much of a job's output is stored now. */
-async function stored(reach: Reach, id: string): Promise<{ stdout: number; stderr: number }> {
-  const { jobs } = await unary<{ jobs: JobMessage[] }>(
-    reach,
-    (o, cb) => reach.client().List({ ids: [id] }, o, cb),
-  );
-  const job = jobs.find((j) => j.id === id);
-  if (job === undefined) throw new CallFailed(`NOT_FOUND: no job "${id}"`, ExitCode.FAILED);
-  return { stdout: job.stdoutBytes, stderr: job.stderrBytes };
-}
-
-async function printLogs(reach: Reach, id: string, follow: boolean): Promise<void> {
+async function printLogs(service: Service, id: string, follow: boolean): Promise<void> {
   const at = { stdout: 0, stderr: 0 };
   // Without -f: what is stored now, then stop (the stream would wait for more).
-  const until = follow ? null : await stored(reach, id);
-  if (until !== null && until.stdout === 0 && until.stderr === 0) return;
+  let until: typeof at | null = null;
+  if (!follow) {
+    let job: JobMessage | undefined;
+    for await (const found of service.list([id])) if (found.id === id) job = found;
+    if (job === undefined) throw new CallFailed(`NOT_FOUND: no job "${id}"`, ExitCode.FAILED);
+    until = { stdout: job.stdoutBytes, stderr: job.stderrBytes };
+    if (until.stdout === 0 && until.stderr === 0) return;
+  }
   let stream: grpc.ClientReadableStream<OutputMessage> | null = null;
-  await resumable(
-    reach,
-    () => {
-      stream = reach.client().FollowIO({ id, readStdout: at.stdout, readStderr: at.stderr });
-      return stream;
-    },
-    async (message) => {
-      if (message.stdout !== undefined && message.stdout.length > 0) {
-        await writeAll(Deno.stdout, message.stdout);
-      }
-      if (message.stderr !== undefined && message.stderr.length > 0) {
-        await writeAll(Deno.stderr, message.stderr);
-      }
-      at.stdout = message.stdoutOffset;
-      at.stderr = message.stderrOffset;
-      if (message.truncated) {
-        printErr(
-          `denit job: the output of "${id}" was cut short (the per-job cap, or a full spool)`,
-        );
-      }
-      if (until !== null && at.stdout >= until.stdout && at.stderr >= until.stderr) {
-        (stream as grpc.ClientReadableStream<OutputMessage> | null)?.cancel();
-      }
-    },
-  ).catch((err: unknown) => {
-    if (err instanceof CallFailed && err.message.startsWith("CANCELLED")) return;
-    throw err;
+  const open = () =>
+    stream = service.client.FollowIO({ id, readStdout: at.stdout, readStderr: at.stderr });
+  await service.stream(open, async (message) => {
+    if (message.stdout?.length) await writeAll(Deno.stdout, message.stdout);
+    if (message.stderr?.length) await writeAll(Deno.stderr, message.stderr);
+    at.stdout = message.stdoutOffset;
+    at.stderr = message.stderrOffset;
+    if (message.truncated) {
+      printErr(`denit job: the output of "${id}" was cut short (the per-job cap, or a full spool)`);
+    }
+    if (until !== null && at.stdout >= until.stdout && at.stderr >= until.stderr) {
+      (stream as grpc.ClientReadableStream<OutputMessage> | null)?.cancel();
+    }
+  }).catch((err: unknown) => {
+    if (!(err instanceof CallFailed && err.message.startsWith("CANCELLED"))) throw err;
   });
 }
 
 /** Follows a job to its end (printing each status with `print`); resolves to its last. */
-async function followStatus(reach: Reach, id: string, print: boolean): Promise<JobMessage> {
+async function followStatus(service: Service, id: string, print: boolean): Promise<JobMessage> {
   let last: JobMessage | null = null;
-  await resumable(reach, () => reach.client().Follow({ id }), (job) => {
+  await service.stream(() => service.client.Follow({ id }), (job) => {
     last = job;
     if (print) printOut(describeJob(job));
     return Promise.resolve();
@@ -296,12 +271,6 @@ function parseEnv(text: string): [string, string] {
 const COMMANDS = ["run", "follow", "logs", "cancel", "list"];
 const VALUE_OPTIONS = new Set(OPTIONS.filter((o) => o.kind === "value").flatMap((o) => o.names));
 
-/** True when `arg` is the value of the option just before it (`--socket PATH`). */
-function isOptionValue(args: readonly string[], arg: string): boolean {
-  const before = args[args.indexOf(arg) - 1];
-  return before !== undefined && VALUE_OPTIONS.has(before);
-}
-
 /** What `denit job` was asked: its help, or a command with its options and words. */
 type JobInvocation =
   | { readonly kind: "help" }
@@ -310,7 +279,9 @@ type JobInvocation =
 /** Parses `denit job`'s arguments; throws UsageError (or RangeError) for a bad one. */
 function parseJobArgs(args: readonly string[]): JobInvocation {
   // Options may come before the job command too (`denit job --socket S list`).
-  const at = args.findIndex((arg) => !arg.startsWith("-") && !isOptionValue(args, arg));
+  const at = args.findIndex((arg, i) =>
+    !arg.startsWith("-") && !VALUE_OPTIONS.has(args[i - 1] ?? "")
+  );
   const command = at < 0 ? undefined : args[at];
   if (command === undefined && args.some((arg) => arg === "-h" || arg === "--help")) {
     return { kind: "help" };
@@ -329,8 +300,7 @@ function parseJobArgs(args: readonly string[]): JobInvocation {
   if (wantsId && rest.length !== 1) throw new UsageError(`"job ${command}" needs one job id`);
   if (command === "run" && rest.length === 0) throw new UsageError("No command given");
   if (command === "list" && rest.length > 0) throw new UsageError(`"job list" takes no id`);
-  const settings = new Settings(scan, OPTIONS, Deno.env.toObject());
-  return { kind: "run", command, settings, rest };
+  return { kind: "run", command, settings: new Settings(scan, OPTIONS, Deno.env.toObject()), rest };
 }
 
 /** Runs `denit job ARGS`; resolves to the exit code. */
@@ -338,107 +308,88 @@ export async function jobMain(args: readonly string[]): Promise<number> {
   // The service's own process, which denit starts (not a command for people).
   if (args[0] === "serve") return await (await import("./serve.ts")).serveMain(args.slice(1));
   let invocation: JobInvocation;
-  let reach: Reach;
-  let shared: JobsClient | null = null;
+  let service: Service;
   try {
     invocation = parseJobArgs(args);
     if (invocation.kind === "help") {
       printOut(JOB_HELP);
       return ExitCode.OK;
     }
-    const socket = invocation.settings.last("socket")?.value || DEFAULT_JOBS_SOCKET;
     const wait = invocation.settings.last("wait");
-    reach = {
-      socket,
-      waitMs: wait === undefined ? DEFAULT_WAIT_MS : Math.max(1, parseFrom(wait, parseDuration)),
-      said: false,
-      client: () => (shared ??= connect(socket)),
-    };
+    service = new Service(
+      invocation.settings.last("socket")?.value || DEFAULT_JOBS_SOCKET,
+      wait === undefined ? DEFAULT_WAIT_MS : Math.max(1, parseFrom(wait, parseDuration)),
+    );
   } catch (err: unknown) {
     if (!(err instanceof UsageError) && !(err instanceof RangeError)) throw err;
     printErr(`denit job: ${err.message}\n${USAGE}\nTry 'denit job --help' for more information.`);
     return ExitCode.USAGE;
   }
   try {
-    return await perform(invocation.command, invocation.rest, invocation.settings, reach);
+    return await perform(invocation, service);
   } catch (err: unknown) {
-    if (err instanceof CallFailed || err instanceof RangeError) {
-      printErr(`denit job: ${err.message}`);
-      return err instanceof CallFailed ? err.exitCode : ExitCode.USAGE;
-    }
-    throw err;
+    if (!(err instanceof CallFailed) && !(err instanceof RangeError)) throw err;
+    printErr(`denit job: ${err.message}`);
+    return err instanceof CallFailed ? err.exitCode : ExitCode.USAGE;
   } finally {
-    (shared as JobsClient | null)?.close();
+    service.close();
   }
 }
 
 async function perform(
-  command: string,
-  rest: readonly string[],
-  settings: Settings,
-  reach: Reach,
+  { command, rest, settings }: Extract<JobInvocation, { kind: "run" }>,
+  service: Service,
 ): Promise<number> {
   const id = rest[0] ?? "";
   switch (command) {
-    case "run":
-      return await runJob(rest, settings, reach);
+    case "run": {
+      const request = {
+        id: settings.last("id")?.value ?? crypto.randomUUID(),
+        argv: rest,
+        workDir: settings.last("workdir")?.value ?? "",
+        env: Object.fromEntries(settings.list("env").map((e) => parseFrom(e, parseEnv))),
+      };
+      const job = await service.unary<JobMessage>((o, cb) => service.client.Run(request, o, cb));
+      if (!settings.flag("follow")) {
+        printOut(describeJob(job));
+        // A job that could not be run has ended already (127: not found, 126: not runnable).
+        return job.status === "RUNNING" ? ExitCode.OK : jobCode(job);
+      }
+      await printLogs(service, job.id, true);
+      return jobCode(await followStatus(service, job.id, false));
+    }
     case "follow":
-      return jobCode(await followStatus(reach, id, true));
+      return jobCode(await followStatus(service, id, true));
     case "logs":
-      await printLogs(reach, id, settings.flag("follow"));
+      await printLogs(service, id, settings.flag("follow"));
       return ExitCode.OK;
-    case "cancel":
-      return await cancelJob(id, settings, reach);
-    default:
-      return await listJobs(reach);
+    case "cancel": {
+      const grace = settings.last("grace");
+      const graceMs = grace === undefined ? 0 : Math.max(1, parseFrom(grace, parseDuration));
+      // The service answers once the job's processes are gone: after the grace at most.
+      const job = await service.unary<JobMessage>(
+        (o, cb) => service.client.Cancel({ id, graceMs }, o, cb),
+        (graceMs || DEFAULT_CANCEL_GRACE_MS) + NOTICE_AFTER_MS,
+      );
+      printOut(describeJob(job));
+      return ExitCode.OK;
+    }
+    default: {
+      // The header once the service answered: a failure prints nothing on stdout.
+      let header = false;
+      const printHeader = () => {
+        if (!header) printOut("ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND");
+        header = true;
+      };
+      for await (const job of service.list()) {
+        printHeader();
+        const exit = job.status === "RUNNING" ? "-" : job.signal || String(job.exitCode);
+        const when = [time(job.startedAtMs), time(job.finishedAtMs)];
+        const line = [job.id, job.status.toLowerCase(), exit, job.pid, ...when];
+        printOut([...line, job.argv.map(escapeControls).join(" ")].join("\t"));
+      }
+      printHeader();
+      return ExitCode.OK;
+    }
   }
-}
-
-async function runJob(argv: readonly string[], settings: Settings, reach: Reach): Promise<number> {
-  const env = Object.fromEntries(settings.list("env").map((e) => parseFrom(e, parseEnv)));
-  const request = {
-    id: settings.last("id")?.value ?? crypto.randomUUID(),
-    argv,
-    workDir: settings.last("workdir")?.value ?? "",
-    env,
-  };
-  const job = await unary<JobMessage>(reach, (o, cb) => reach.client().Run(request, o, cb));
-  if (!settings.flag("follow")) {
-    printOut(describeJob(job));
-    // A job that could not be run has ended already (127: not found, 126: not runnable).
-    return job.status === "RUNNING" ? ExitCode.OK : jobCode(job);
-  }
-  await printLogs(reach, job.id, true);
-  return jobCode(await followStatus(reach, job.id, false));
-}
-
-async function cancelJob(id: string, settings: Settings, reach: Reach): Promise<number> {
-  const grace = settings.last("grace");
-  const graceMs = grace === undefined ? 0 : Math.max(1, parseFrom(grace, parseDuration));
-  // The service answers once the group is gone: after the grace (its default 10 s) at most.
-  const job = await unary<JobMessage>(
-    reach,
-    (o, cb) => reach.client().Cancel({ id, graceMs }, o, cb),
-    (graceMs || DEFAULT_CANCEL_GRACE_MS) + NOTICE_AFTER_MS,
-  );
-  printOut(describeJob(job));
-  return ExitCode.OK;
-}
-
-async function listJobs(reach: Reach): Promise<number> {
-  // The header once the service answered: a failure prints nothing on stdout.
-  let header = false;
-  const printHeader = () => {
-    if (!header) printOut("ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND");
-    header = true;
-  };
-  for await (const job of listAll(reach)) {
-    printHeader();
-    const exit = job.status === "RUNNING" ? "-" : job.signal || String(job.exitCode);
-    const when = [time(job.startedAtMs), time(job.finishedAtMs)];
-    const command = job.argv.map(escapeControls).join(" ");
-    printOut([job.id, job.status.toLowerCase(), exit, job.pid, ...when, command].join("\t"));
-  }
-  printHeader();
-  return ExitCode.OK;
 }
