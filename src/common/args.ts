@@ -1,8 +1,6 @@
 /**
- * The one argument scanner: argv plus environment twins → values that remember where they came
- * from, so that every error names the real source (`--grace` or `DENIT_GRACE`). Both programs
- * (supervising and copy mode) describe their options as a table of OptionSpec and read them
- * through Settings.
+ * The one argument scanner: argv and environment twins → values that remember their source, so
+ * that every error names it (`--grace` or `DENIT_GRACE`).
  */
 
 import { UsageError } from "./errors.ts";
@@ -139,11 +137,7 @@ export function parseFrom<T>(source: Sourced, parse: (text: string) => T): T {
   }
 }
 
-/**
- * Reads settings: the command line first, its environment twin otherwise. One rule for empty
- * values: a value that is empty (or blank), given as a flag's value or as a variable, is the
- * same as one not given at all (`DENIT_GRACE=` and `--grace ""` leave the default).
- */
+/** Settings: the command line, else the environment twin; an empty value is none at all. */
 export class Settings {
   readonly #scan: Scan;
   readonly #specs: ReadonlyMap<string, OptionSpec>;

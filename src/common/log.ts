@@ -23,10 +23,7 @@ export interface Logger {
   flush(): Promise<void>;
 }
 
-/**
- * Control characters (a newline in a process name, say) as visible escapes (\n, \t, \x1b),
- * backslashes doubled: a line stays one, and a terminal shows it as it is.
- */
+/** Control characters as visible escapes (\n, \x1b), backslashes doubled: a line stays one. */
 export function escapeControls(text: string): string {
   // deno-lint-ignore no-control-regex -- finding control characters is the point
   return text.replace(/[\\\u0000-\u001f\u007f-\u009f]/g, (char) => {
@@ -63,11 +60,7 @@ export function formatLine(
 /** How lines look: `denit[PID] level: message key=value`, or one JSON object per line. */
 export type LogFormat = "text" | "json";
 
-/**
- * The longest line written: PIPE_BUF, the size up to which the kernel writes to a pipe in one
- * piece. Each line goes out in one write(2), so it never interleaves with the child's output on
- * a shared stderr pipe; a longer message is cut (with "...").
- */
+/** PIPE_BUF: a line goes out in one write(2), never interleaved with the child's on a pipe. */
 export const MAX_LINE_BYTES = 4096;
 
 /** One JSON line: time, level, pid, message and the fields. */
@@ -103,20 +96,15 @@ export function lineBytes(format: (message: string) => string, message: string):
   return bytes;
 }
 
-/**
- * How long an exit waits for lines stderr has not taken yet: a stderr that drains slowly (a
- * process stalled on memory) gets them, one that nobody reads holds the exit no longer.
- */
+/** How long an exit waits for lines stderr has not taken yet. */
 export const EXIT_FLUSH_MS = 1000;
 
 /** Bytes of lines held while stderr is full; beyond them a line is dropped, and counted. */
 const MAX_HELD_BYTES = 64 * 1024;
 
 /**
- * Lines to stderr, written on a thread of the runtime (`Deno.stderr.write`), one line a
- * write(2), in order: a stderr that nobody reads (a full pipe) never holds up the caller. While
- * it is full, lines wait, up to MAX_HELD_BYTES; beyond that they are dropped and counted, and
- * the count is said (`dropped(n)` makes that line) once stderr takes lines again.
+ * Lines to stderr, one write(2) each, on a thread of the runtime: a full pipe never holds up
+ * the caller. Up to MAX_HELD_BYTES wait; beyond, lines are dropped, counted, and the count said.
  */
 class ErrWriter {
   readonly #dropped: (count: number) => Uint8Array;
@@ -159,10 +147,7 @@ class ErrWriter {
     this.#writing = null;
   }
 
-  /**
-   * Waits until what is held is written, at most EXIT_FLUSH_MS. Nothing held: at once (a first
-   * timer would load the runtime's timer code between the child's exit and denit's).
-   */
+  /** Waits until what is held is written, at most EXIT_FLUSH_MS. */
   async flush(): Promise<void> {
     if (this.#writing === null) return;
     await Promise.race([this.#writing, quietDelay(EXIT_FLUSH_MS)]);

@@ -1,8 +1,4 @@
-/**
- * One run of a tcp, http or file check (`--ready-when` on the health endpoint, `--drain-while`
- * on the supervisor's thread): asynchronous, bounded by READY_TIMEOUT_MS, so that a slow check
- * delays nothing else.
- */
+/** One bounded, asynchronous run of a tcp, http or file check (`--ready-when`, `--drain-while`). */
 
 import { type PolledCheck, READY_TIMEOUT_MS } from "./ready.ts";
 
@@ -11,10 +7,7 @@ const STATUS_LINE_BYTES = 4096;
 
 class TimedOut extends Error {}
 
-/**
- * `promise`, or TimedOut after `ms`; `cleanup` gets a value that came too late. The message
- * names the check's whole timeout (what is left of it may be less than `ms` said at the start).
- */
+/** `promise`, or TimedOut after `ms`; `cleanup` gets a value that came too late. */
 function withTimeout<T>(promise: Promise<T>, ms: number, cleanup: (late: T) => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let late = false;

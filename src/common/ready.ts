@@ -1,7 +1,4 @@
-/**
- * `--ready-when CHECK`: what /readyz waits for. Parsed by the command line, run by the health
- * endpoint's thread (health/readiness.ts), so the type lives here, between the two.
- */
+/** `--ready-when` and `--drain-while` checks: parsed by the command line, run elsewhere. */
 
 /** A readiness check. */
 export type ReadyCheck =

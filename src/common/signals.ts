@@ -1,7 +1,4 @@
-/**
- * Linux signal names and numbers (x86_64 and aarch64 share this numbering), for parsing and
- * printing. What denit does with each signal is the supervisor's policy (supervise/signals.ts).
- */
+/** Linux signal names and numbers (x86_64 and aarch64 share them), parsed and printed. */
 
 /** Signals 1..31 by number: index N-1 holds signal N's name. */
 export const SIGNAL_NAMES = Object.freeze(
@@ -43,10 +40,7 @@ export const SIGNAL_NAMES = Object.freeze(
 /** A name of SIGNAL_NAMES. */
 export type SignalName = typeof SIGNAL_NAMES[number];
 
-/**
- * The requests to stop (docker and kubelet, Ctrl-C, nginx's graceful QUIT): each starts the
- * supervisor's `--grace` and `--shutdown-delay` (as the `--stop-signal` does), and ends a copy.
- */
+/** The stop requests (docker, Ctrl-C, nginx's QUIT): each starts --grace and --shutdown-delay. */
 export const STOP_SIGNALS: readonly SignalName[] = ["SIGTERM", "SIGINT", "SIGQUIT"];
 
 /** SIGKILL's number. */
@@ -73,10 +67,7 @@ export function signalName(signo: number): string {
   return `SIG${signo}`;
 }
 
-/**
- * Parses "TERM", "SIGTERM", "sigterm" or "15" to a signal number (1..64).
- * Throws RangeError with a one-line message otherwise.
- */
+/** "TERM", "SIGTERM", "sigterm" or "15" → a signal number 1..64; else a RangeError. */
 export function parseSignal(text: string): number {
   const trimmed = text.trim();
   if (/^\d+$/.test(trimmed)) {

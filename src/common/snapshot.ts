@@ -1,8 +1,4 @@
-/**
- * The supervisor's state as observers see it (the health endpoint): a frozen value, read and
- * never written. The contract between the supervisor and the programs that report on it, so that
- * neither imports the other.
- */
+/** The supervisor's state as the health endpoint sees it, frozen (neither imports the other). */
 
 import type { ListenAddress } from "./address.ts";
 import type { ReadyCheck } from "./ready.ts";

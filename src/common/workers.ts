@@ -1,8 +1,4 @@
-/**
- * The names of denit's worker threads. The entry module is every worker's module too
- * (`new Worker(Deno.mainModule)`: the bundle, the compiled binary or mod.ts), so it dispatches
- * on the name; this module is small because the entry imports it before anything else.
- */
+/** denit's worker threads: the entry is every worker's module too, dispatched on the name. */
 
 /** The thread that spawns the child as another user (`--user`). */
 export const SPAWN_WORKER_NAME = "denit-spawn-worker";
@@ -33,10 +29,7 @@ export function listen<In, Out>(
   scope.postMessage({ type: "ready" });
 }
 
-/**
- * Starts the worker thread `name`. `ready` resolves once it listens, or once it failed; each
- * later message goes to `onMessage`, its failure (handled here: it ends nothing else) to `onError`.
- */
+/** Starts worker `name`: `ready` resolves once it listens or failed; then onMessage, onError. */
 export function startWorker<Out extends { type: string }>(
   name: string,
   handlers: { onMessage(message: Out): void; onError(message: string): void },

@@ -1,11 +1,8 @@
 /**
- * The runtime's cache that ships beside denit's launcher (`deno-cache`, which the launcher gives
- * the runtime as DENO_DIR, launch/denit.c). Its keys hold the modules' paths, so it is made where
- * it will run: by `make bundle` and `make rootfs` (fixtures/cache.ts), and by `denit init` in
- * DEST. The launcher runs once in each mode; then each SQLite database is sealed so that a
- * read-only copy is read: its statistics made (the runtime's `PRAGMA optimize` at open would
- * write them), its log folded in, and empty `-wal` and `-shm` files beside it (SQLite opens a
- * read-only database in WAL mode only when they exist).
+ * The runtime's cache beside the launcher (`deno-cache`, its DENO_DIR). Its keys hold the
+ * modules' paths, so it is made where it will run (`make bundle`, `make rootfs`, `denit init`):
+ * the launcher runs once in each mode, then each SQLite database is sealed for read-only use
+ * (statistics made, log folded in, empty `-wal` and `-shm` beside it, which SQLite needs).
  */
 
 import { DatabaseSync } from "node:sqlite";
@@ -36,10 +33,7 @@ export function seal(cache: string): void {
   Deno.chmodSync(cache, 0o755);
 }
 
-/**
- * Makes the cache of the launcher in `dir` (a path as the launcher sees it; with `root`, inside
- * that root filesystem, where it runs chrooted, which needs root).
- */
+/** Makes the cache of the launcher in `dir` (with `root`: inside that root, chrooted). */
 export async function buildCache(at: string, root = ""): Promise<void> {
   const dir = at.replace(/\/+$/, ""); // "/" is ""
   const cache = `${root}${dir}/${CACHE_DIR}`;

@@ -1,8 +1,6 @@
 /**
- * Copying one regular file (large ones in chunks on a thread of the runtime's pool). Everything
- * goes through descriptors: the source opened without following a symlink, the destination
- * created with O_EXCL under its temporary name (or its final name inside a directory that is
- * still being built).
+ * Copying one regular file, by descriptors: the source opened without following a symlink, the
+ * destination created with O_EXCL; large files in chunks on a thread of the runtime.
  */
 
 import {
@@ -121,10 +119,7 @@ async function sha256(fd: number, size: number): Promise<string> {
   return hash.digest("hex");
 }
 
-/**
- * Copies every extended attribute; what could not be read or written is returned, with the
- * destination's path (built only then: a file's path is not built on the way of every copy).
- */
+/** Copies every extended attribute; returns what could not be read or written. */
 export function copyXattrs(from: XattrFile, to: XattrFile, path: () => string): XattrMiss[] {
   return writeXattrs(readXattrs(from), to, path);
 }
@@ -147,10 +142,7 @@ export function writeXattrs(
   return misses;
 }
 
-/**
- * Renames what was written under `temp` to `name` (nothing to do without a temporary name); a
- * failure removes the temporary file or link and throws, naming `path()`.
- */
+/** Renames `temp` to `name`; a failure removes `temp` and throws, naming `path()`. */
 export function putInPlace(
   dirFd: number,
   temp: Uint8Array | null,
@@ -193,10 +185,9 @@ function finishFile(
 }
 
 /**
- * Copies one file under `job.target`: data (holes kept), owner, mode, extended attributes (file
- * capabilities included, after chown, which would clear them), times; or, for a file with
- * several names of which one was copied already (`linked`, "dev:ino" → its open copy), a hard
- * link to that copy. Throws CopyError or CopyInterrupted with nothing left behind.
+ * Copies one file to `job.target`: data (holes kept), owner, mode, extended attributes (after
+ * chown, which clears capabilities), times; or a hard link to a copy of another of its names
+ * (`linked`). Throws CopyError or CopyInterrupted, leaving nothing behind.
  */
 export async function copyFile(
   job: FileJob,

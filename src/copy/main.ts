@@ -48,12 +48,7 @@ function rootsFor(sources: readonly string[]): Root[] {
   });
 }
 
-/**
- * What `denit init` copies: the files of the form denit runs in (the runtime, the bundles and
- * the launcher, beside one another), the launcher apart: it is copied last, so that a copy that
- * fails on the way (a full disk) leaves no new launcher beside what it could not copy. A bundle
- * half that is missing here is missing there too: what needs it fails in one line.
- */
+/** What `denit init` copies: the runtime and bundles, then the launcher last. */
 function initRoots(): { launcher: Root; rest: Root[] } {
   const here = dirname(Deno.execPath());
   const code = dirname(new URL(Deno.mainModule).pathname);
@@ -210,10 +205,9 @@ async function execute(invocation: CopyInvocation, groups: readonly Group[]): Pr
 const STAGING_PREFIX = ".denit-init-";
 
 /**
- * `denit init`: denit's own files are copied into a staging directory in DEST first (each one
- * already in DEST and unchanged is linked there, so it is not copied again), the --with files
- * into DEST, and only then are denit's files renamed into place, the launcher last: a failure
- * on the way (a full disk) leaves DEST's denit as it was, or none.
+ * `denit init`: denit's files go to a staging directory in DEST (unchanged ones linked), the
+ * --with files into DEST, then denit's are renamed into place, the launcher last: a failure
+ * leaves DEST's denit as it was, or none.
  */
 async function install(invocation: CopyInvocation, own: Root[], more: Root[]): Promise<number> {
   const dest = resolve(invocation.dest);

@@ -29,10 +29,7 @@ export function printable(name: Uint8Array): string {
   }
 }
 
-/**
- * A temporary name: `.denit-` and 12 hex digits, 19 bytes whatever the final name, so any name
- * that fits its directory can be copied through a temporary.
- */
+/** A temporary name: `.denit-` and 12 hex digits, 19 bytes whatever the final name. */
 export function tempName(): Uint8Array {
   const random = crypto.getRandomValues(new Uint8Array(6));
   return encoder.encode(

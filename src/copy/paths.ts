@@ -1,8 +1,4 @@
-/**
- * POSIX path helpers: the few that copy mode needs, in place of node:path (or @std/path, which
- * cannot be installed here). Importing node:path would load Deno's whole Node compatibility
- * layer into every denit at start; these cost nothing.
- */
+/** The POSIX path helpers copy mode needs (node:path would load Deno's Node layer at start). */
 
 /** Collapses "//", "/./" and "/x/../"; keeps a leading "/". */
 export function normalize(path: string): string {

@@ -1,17 +1,9 @@
 /**
- * Copy mode's one pass: each entry of SRC is looked at once, against what DEST holds there,
- * and decided once (refused, unchanged, or written); --dry-run takes the same walk and writes
- * nothing. Every write is relative to a directory descriptor, so a directory swapped for a
- * symlink meanwhile cannot redirect a write out of DEST.
- *
- * Nothing that exists in DEST changes before the whole walk is done: a new directory is made
- * under a temporary name beside its final one and filled under final names; a file or link in
- * an existing directory is written under a temporary name. The renames into place and the
- * attributes of existing directories (deepest first, after what is renamed into them) are kept
- * for the end, so a refusal (a symlink where SRC has a directory, a directory where it has a
- * file, a special file under --strict), a failure or a stop signal removes the temporary
- * entries and leaves DEST as it was. A later run removes what a killed one left (`.denit-` and
- * 12 hex digits).
+ * Copy mode's one pass: each entry of SRC is looked at once against DEST and decided once
+ * (refused, unchanged, written); --dry-run takes the same walk. Nothing that exists in DEST
+ * changes before the walk is done: new directories are made under temporary names, files in
+ * existing ones are written under temporary names, and the renames and existing directories'
+ * attributes wait for the end, so a refusal, failure or stop signal leaves DEST as it was.
  */
 
 import {
@@ -222,10 +214,7 @@ export function closeRoot(opened: OpenedRoot): void {
   closeFd(opened.kind === "dir" ? opened.fd : opened.parentFd);
 }
 
-/**
- * A missing SRC with a shell pattern in it (`/src/*` in a Kubernetes `command:`, where no shell
- * expands it): say so, and what copies the contents of a directory.
- */
+/** A missing SRC with a shell pattern in it (no shell expanded it): what to give instead. */
 function globHint(src: string): string {
   const star = /[*?[]/.exec(src);
   if (star === null) return "";
@@ -235,11 +224,7 @@ function globHint(src: string): string {
   }" here: to copy the contents of a directory, give "${dir}."`;
 }
 
-/**
- * Where DEST lies relative to a source directory: the same directory, inside it, or neither.
- * Compared by device and inode along DEST's ".." chain, so symlinks and bind mounts cannot
- * hide it.
- */
+/** Where DEST lies relative to a source directory, by device and inode along its ".." chain. */
 export function placeOf(src: PathStat, destRootFd: number): "same" | "inside" | "apart" {
   let fd = destRootFd;
   try {
@@ -346,10 +331,7 @@ export class CopyTree {
     this.#stop.stop(signo);
   }
 
-  /**
-   * Copies every root into DEST (its descriptor: -1 in a dry run where it does not exist yet),
-   * then puts everything in place. Throws CopyError or CopyInterrupted, DEST as it was.
-   */
+  /** Copies every root into DEST (-1: absent, in a dry run), then puts everything in place. */
   async run(
     roots: ReadonlyArray<{ root: Root; opened: OpenedRoot }>,
     destFd: number,
@@ -548,8 +530,7 @@ export class CopyTree {
     }
     const dest = dir.fresh || dir.destFd < 0 ? null : statIfThere(dir.destFd, destName, destPath);
     checkDestination(kind, dest, destPath);
-    // In a directory this run made, nothing is there to compare with: no statx of the source
-    // (the copy reads size, mode and times from the open file).
+    // In a new directory nothing is compared: no statx of the source (the copy reads it open).
     const stat = known ?? (dest === null && kind === "file" ? null : statIfThere(
       dir.srcFd,
       name,
@@ -577,10 +558,7 @@ export class CopyTree {
     for (const miss of result.misses) this.#missed(miss);
   }
 
-  /**
-   * The name to write an entry of `dir` under: its own in a new directory, else a temporary one
-   * renamed into place at the end (removed if the copy fails before).
-   */
+  /** The name to write under: its own in a new directory, else a temporary one renamed later. */
   #target(dir: Dir, name: Uint8Array, destPath: string): Uint8Array {
     if (dir.fresh) return name;
     const temp = tempName();

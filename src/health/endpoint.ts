@@ -1,8 +1,6 @@
 /**
  * The health endpoint: /healthz (/livez), /readyz, /status and /metrics over the supervisor's
- * snapshot, taken at each request. It reads and never writes; it is imported only when
- * `--health` is given. It runs on the supervisor's own thread: an answer says that thread turns
- * (what /healthz means), and the server bounds what any client can cost it (server.ts).
+ * snapshot, on the supervisor's own thread (an answer says that thread turns).
  */
 
 import type { ListenAddress } from "../common/address.ts";
@@ -262,10 +260,7 @@ export function route(source: HealthSource, request: HttpRequest): HttpResponse 
   }
 }
 
-/**
- * Binds; "::" (every address) falls back to "0.0.0.0" on a host without IPv6, where binding
- * "::" fails for want of the address family, not because the port is taken.
- */
+/** Binds; "::" falls back to "0.0.0.0" on a host without IPv6. */
 function listen(address: ListenAddress, handler: ConstructorParameters<typeof HttpServer>[1]) {
   try {
     return new HttpServer(address, handler);
@@ -275,11 +270,7 @@ function listen(address: ListenAddress, handler: ConstructorParameters<typeof Ht
   }
 }
 
-/**
- * Starts the endpoint, answering from `supervisor`'s snapshot. Resolves once it listens (and,
- * with --ready-when, its check is set up); rejects with the bind error (a taken or invalid
- * address).
- */
+/** Starts the endpoint; resolves once it listens (and --ready-when's check is set up). */
 export async function startHealth(
   address: ListenAddress,
   supervisor: SnapshotSource,

@@ -1,11 +1,7 @@
 /**
- * `--ready-when`: whether the application is ready, found out on the health endpoint's thread
- * (never on the supervisor's, so a slow check cannot delay a signal or a reap). tcp, http and
- * file checks run every READY_INTERVAL_MS with a timeout of READY_TIMEOUT_MS each, one at a
- * time; `notify` listens on a datagram socket for the systemd notification protocol
- * (sd_notify(3)): READY=1 makes the child ready, STOPPING=1 and RELOADING=1 not ready,
- * STATUS=... is shown in /status. Only the child's own process tree is believed: the sender's
- * pid (which the kernel attaches) must be the child or one of its descendants.
+ * `--ready-when`: tcp, http and file checks every READY_INTERVAL_MS (READY_TIMEOUT_MS each),
+ * or `notify`, sd_notify(3) on a datagram socket (READY=1 ready, STOPPING=1 and RELOADING=1
+ * not, STATUS= shown in /status), believed only from the child's own process tree.
  */
 
 import { readProcStat } from "../common/proc.ts";
@@ -33,10 +29,7 @@ export interface ReadyView {
   readonly ignored: number;
 }
 
-/**
- * Whether `pid` is `child` or one of its descendants, by the parents in /proc/PID/stat. pid 0
- * is a sender outside this PID namespace (the kernel cannot name it here): never.
- */
+/** Whether `pid` is `child` or a descendant (pid 0, outside this PID namespace: never). */
 function inTreeOf(pid: number, child: number): boolean {
   for (let at = pid, hops = 0; at > 1 && hops < 256; hops++) {
     if (at === child) return true;
@@ -66,10 +59,7 @@ export class Readiness {
     this.notifySocket = notifySocket;
   }
 
-  /**
-   * Starts checking; `notify` binds its socket first (throws if it cannot) and believes only
-   * senders in the process tree of `childPid()` (null before the child runs: nobody).
-   */
+  /** Starts checking; `notify` binds its socket first (throws if it cannot). */
   static async start(check: ReadyCheck, childPid: () => number | null): Promise<Readiness> {
     if (check.kind !== "notify") {
       const readiness = new Readiness(check, null);

@@ -1,15 +1,8 @@
 /**
- * A deliberately small HTTP/1.1 server for the health endpoint, over `Deno.listen`: one
- * request per connection, then close (what Kubernetes probes and Prometheus scrapes do).
- *
- * Why not `Deno.serve`: a PID 1 must bound what clients can cost it, and `Deno.serve` has no
- * limit on connections, header size or header read time. Here a connection has a fixed
- * buffer and a deadline for its whole life; at `maxConnections` the oldest is closed as a new
- * one is accepted, so a flood of clients that never finish a request cannot keep a fresh probe
- * waiting in the kernel's backlog. No keep-alive and no pipelining: every answer says
- * `connection: close`, and every answer is smaller than a socket's send buffer (16 KiB: the
- * endpoint's largest, /metrics, is under 4 KiB), so a write completes at once whether or not the
- * client reads, and closing the connection releases its descriptor.
+ * A small HTTP/1.1 server for the health endpoint: one request per connection, then close. A
+ * PID 1 must bound what clients cost it, which `Deno.serve` does not: here a connection has a
+ * fixed buffer and a deadline, at `maxConnections` the oldest is closed, and every answer fits
+ * a socket's send buffer, so a write completes whether or not the client reads.
  */
 
 /** A parsed request: only what the health routes need. */
@@ -26,7 +19,6 @@ export interface HttpResponse {
   readonly body: string;
 }
 
-/** Limits of the server. */
 export interface HttpLimits {
   /** Connections held at once; at the limit the oldest is closed. */
   readonly maxConnections: number;
@@ -78,11 +70,7 @@ export function encodeResponse(response: HttpResponse, head: boolean): Uint8Arra
   return out;
 }
 
-/**
- * The end of a request head in `buffer[from, to)`: the index after the empty line that ends
- * it, CRLF or bare LF (RFC 9112 section 2.2 lets a server accept LF alone); -1 if not there yet.
- * Linear: each byte is looked at once.
- */
+/** The index after the empty line (CRLF or LF) that ends a head in `buffer[from, to)`; else -1. */
 export function findHeadEnd(buffer: Uint8Array, from: number, to: number): number {
   for (let i = Math.max(from, 1); i < to; i++) {
     if (buffer[i] !== 10) continue;
@@ -103,21 +91,14 @@ type Parsed = { kind: "request"; request: HttpRequest } | { kind: "bad"; status:
 
 const BAD: Parsed = Object.freeze({ kind: "bad", status: 400 });
 
-/**
- * The request line: a method, an origin-form or absolute-form target of visible ASCII, HTTP/1.x.
- * Each part's characters exclude what ends it, so the match is linear (no backtracking).
- */
+/** Method, origin- or absolute-form target of visible ASCII, HTTP/1.x; linear (no backtracking). */
 const REQUEST_LINE =
   /^([A-Z]{1,16}) ((?:https?:\/\/[\x21-\x2e\x30-\x7e]*)?(\/[\x21-\x7e]*)) HTTP\/1\.[01]$/;
 /** A header line starts with a name of RFC 9110 token characters and a colon. */
 const HEADER_NAME = /^[-!#$%&'*+.^_`|~0-9A-Za-z]+:/;
 const MAX_TARGET = 2048;
 
-/**
- * Parses a request head (request line and headers, without the empty line); exported for
- * tests. Header values are not read (nothing here depends on them; a body is never read, since
- * the connection closes after the answer), only their names checked.
- */
+/** Parses a request head without its empty line; headers' names are checked, values not read. */
 export function parseHead(text: string): Parsed {
   const lines = text.split("\n").map((line) => line.endsWith("\r") ? line.slice(0, -1) : line);
   const line = REQUEST_LINE.exec(lines[0] ?? "");
@@ -134,10 +115,7 @@ export class HttpServer {
   readonly #limits: HttpLimits;
   /** Open connections and their deadlines (performance.now() ms), oldest first. */
   readonly #connections = new Map<Deno.Conn, number>();
-  /**
-   * Connections closed whose read has not settled yet: their descriptors are released only
-   * then (Deno drops a socket once its cancelled read is polled), so they count at the cap.
-   */
+  /** Closed connections whose read has not settled: their descriptors still count at the cap. */
   #closing = 0;
   /** Resolved when a closed connection's read has settled. */
   #settled = Promise.withResolvers<void>();
@@ -150,8 +128,7 @@ export class HttpServer {
     handler: (request: HttpRequest) => HttpResponse,
     limits: HttpLimits = DEFAULT_LIMITS,
   ) {
-    // A backlog as deep as the kernel allows (net.core.somaxconn caps it; Deno's default is
-    // 511): a burst of connections must not overflow it, or a probe's SYN waits 1 s to be resent.
+    // As deep as somaxconn allows: an overflow makes a probe's SYN wait 1 s to be resent.
     this.#listener = Deno.listen({ ...address, tcpBacklog: 4096 });
     this.#handler = handler;
     this.#limits = limits;
@@ -208,10 +185,8 @@ export class HttpServer {
         }
         continue;
       }
-      // At the cap the oldest go: they have had the longest to send a request. A descriptor is
-      // gone once its read has settled, a turn of the event loop later: wait for that, so that
-      // a burst of accepts cannot outrun the releases; one in 16 of the cap goes at a time, so
-      // that the turn is not waited for at every accept of a flood.
+      // At the cap the oldest go, a sixteenth of the cap at a time, and the accept waits until
+      // their descriptors are released (a turn of the loop later), so a flood cannot outrun it.
       if (this.#connections.size + this.#closing >= this.#limits.maxConnections) {
         let batch = Math.ceil(this.#limits.maxConnections / 16);
         for (const oldest of this.#connections.keys()) {

@@ -122,27 +122,19 @@ export function stillRuns(state: KeeperState): boolean {
 /** Where `denit job` and `denit bridge` look for the service unless told (the README's path). */
 export const DEFAULT_JOBS_SOCKET = "/run/denit/jobs.sock";
 
-/**
- * The directory of one run of denit in the spool, named by denit's pid and start time (so that
- * a pid used again by a later run is another directory).
- */
+/** One run's directory in the spool, named by denit's pid and start time. */
 export function runDirectory(spool: string, pid: number): string {
   return `${spool}/denit-${pid}-${readProcStat(pid).field(22) || "0"}`;
 }
 
 /** The run directory's file of job counts (JSON, common/snapshot.ts's JobCounts), written by the service. */
 export const COUNTS_FILE = "counts.json";
-/**
- * Made in the run's directory when denit starts to stop, before the stop reaches the main child:
- * the service reads it at each Run, so that no Run slips in ahead of the signal that says so.
- */
+/** Made when denit starts to stop, before its SIGUSR2: every Run reads it. */
 export const STOPPING_FILE = "stopping";
 
 /*
- * Trusted places: every directory on the way, links followed, belongs to root or to denit's
- * user and is writable by no one else (a sticky one such as /tmp excepted), as ssh treats its
- * directories; missing ones are created 0700. A stale socket left by an earlier run is
- * replaced, a live one or another file never.
+ * Trusted places, as ssh judges them: every directory on the way (links followed) is root's or
+ * denit's user's and writable by no one else (sticky ones excepted); missing ones are made 0700.
  */
 
 /** Links followed on one walk before it is called a loop (the kernel's MAXSYMLINKS). */
@@ -173,9 +165,8 @@ function check(path: string, info: Deno.FileInfo, uid: number, last: boolean): v
 }
 
 /**
- * Walks `dir` one component at a time, following links by hand so that each link and each
- * directory met is checked: returns the real path of the part that exists and the components
- * still missing.
+ * Walks `dir` a component at a time, following links by hand so that each one met is checked:
+ * the real path of what exists, and the components still missing.
  */
 function walk(dir: string, uid: number): { at: string; missing: string[] } {
   const pending = dir.split("/").filter((name) => name !== "" && name !== ".").reverse();
@@ -210,10 +201,7 @@ function walk(dir: string, uid: number): { at: string; missing: string[] } {
   return { at, missing: [] };
 }
 
-/**
- * Makes `dir` ready for denit's own files: created 0700 where missing, refused where another
- * user could change it (the error, after `label`, names the place and why).
- */
+/** Makes `dir` ready: created 0700 where missing, refused where another user could change it. */
 export function prepareTrustedDirectory(dir: string, label: string): void {
   try {
     prepareDirectory(dir);

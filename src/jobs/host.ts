@@ -1,12 +1,8 @@
 /**
- * The supervisor's side of the job service (`--jobs-socket`): one more supervised child. denit
- * binds the socket itself and holds it, listening, from its start to its end; it starts the
- * service (`denit job serve`, through the launcher: its own process, its own runtime) when a
- * connection waits, hands it the listening socket, and starts it again at the next connection
- * after it died (connections wait in the socket's backlog meanwhile, none refused). The service
- * owns its jobs (each under a keeper of its own, launch/keep.c): nothing of them runs here.
- * denit never forwards the main child's signals to it; it tells it with SIGUSR2 that no new
- * jobs may start, and stops it at the end.
+ * PID 1's side of the job service (`--jobs-socket`): denit holds the listening socket for its
+ * whole run, starts the service (`denit job serve`, its own runtime) when a connection waits,
+ * and again after it died. It never forwards the child's signals to it; SIGUSR2 says that no
+ * new jobs may start, and denit's stop ends it.
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -62,10 +58,7 @@ export interface JobsSettings {
 
 const encoder = new TextEncoder();
 
-/**
- * The service is the OOM killer's pick before denit (its death loses nothing: the jobs' keepers
- * hold the jobs), and after the jobs (their keepers raise them to 1000).
- */
+/** The service is the OOM killer's pick after the jobs (1000), before denit: it loses nothing. */
 function preferAsOomVictim(pid: number): void {
   try {
     Deno.writeTextFileSync(`/proc/${pid}/oom_score_adj`, "500");
@@ -90,10 +83,7 @@ function keeperStates(dir: string): KeeperState[] {
   return states;
 }
 
-/**
- * What a user that is not root does about a place it may not use: the one thing, said in the
- * error line ("" for another error, or for root).
- */
+/** For a user that is not root: what to do about a place it may not use ("" otherwise). */
 function nonRootHint(err: unknown, dir: string): string {
   const uid = Deno.uid();
   let denied = false;
@@ -128,10 +118,7 @@ export class JobHost {
     return this.#servicePid;
   }
 
-  /**
-   * The jobs by outcome, as the service last wrote them (zeros before it ran); while it is down,
-   * the running ones as their keepers' states say (what it wrote may be stale).
-   */
+  /** The jobs by outcome as the service wrote them; while it is down, running as keepers say. */
   counts(): JobCounts {
     const dir = runDirectory(this.#settings.spool, Deno.pid);
     let counts: JobCounts = { running: 0, started: 0, succeeded: 0, failed: 0, cancelled: 0 };
@@ -145,10 +132,7 @@ export class JobHost {
     return { ...counts, running };
   }
 
-  /**
-   * denit's own processes: the job service, and the live keepers this run's spool names (each
-   * keeper writes its pid and start time in its job's state line before it leaves the service).
-   */
+  /** denit's own processes: the job service and the live keepers this run's spool names. */
   own(): Set<number> {
     const dir = runDirectory(this.#settings.spool, Deno.pid);
     const pids = new Set(keeperStates(dir).filter(keeperLives).map((state) => state.keeper));
@@ -157,9 +141,8 @@ export class JobHost {
   }
 
   /**
-   * Makes the socket's directory, the spool and this run's directory in it (trusted, see
-   * contract.ts), binds the socket and listens, so that a bad path fails here, before the child
-   * runs; the service starts when the first connection waits. Throws the whole line to log.
+   * Makes the trusted directories, binds the socket and listens, so that a bad path fails before
+   * the child runs; throws the whole line to log.
    */
   async start(): Promise<void> {
     const { socket, spool } = this.#settings;
@@ -240,10 +223,7 @@ export class JobHost {
     this.#settings.log.info("job service started", { pid: result.pid });
   }
 
-  /**
-   * A status the reaper took: true if it was the service's (it is started again at the next
-   * connection, after the backoff; killed by the OOM killer, after RESTART_MAX_MS).
-   */
+  /** A status the reaper took: true if it was the service's (started again at a connection). */
   reaped(pid: number, status: ExitStatus): boolean {
     if (pid !== this.#servicePid || pid === 0) return false;
     const ran = performance.now() - this.#serviceStartedAtMs;

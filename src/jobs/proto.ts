@@ -1,7 +1,6 @@
 /**
- * The job service's contract, proto/denit/jobs/v1/jobs.proto (imported as text: the bundle and
- * the compiled binary hold it, no file beside them is read), and the gRPC definitions made from
- * it with protobufjs and proto-loader. Loaded only by the job service and the `denit job` client.
+ * proto/denit/jobs/v1/jobs.proto (imported as text: the bundle holds it) and the gRPC
+ * definitions made from it, for the job service and `denit job` only.
  */
 
 import type * as grpc from "@grpc/grpc-js";

@@ -1,9 +1,7 @@
 /**
- * The bundle (`deno bundle`) turns the CommonJS inside @grpc/grpc-js and protobufjs into
- * functions that ask for Node's built-ins (`node:http2`, `node:net`, ...) through a global
- * `require` at the moment they run, and fail without one. This provides it, from node:module,
- * right before the job service or client loads: nothing of it is loaded otherwise. Run from
- * the sources or compiled, the packages load natively and this changes nothing.
+ * The bundled CommonJS of @grpc/grpc-js and protobufjs asks for Node's built-ins through a
+ * global `require`: provided here from node:module, right before the job half loads (from the
+ * sources the packages load natively and this changes nothing).
  */
 
 interface WithRequire {

@@ -1,15 +1,8 @@
 /**
- * `denit job serve`: the job service's process, which denit (--jobs-socket) starts through its
- * launcher at the first connection, and again at the next one after it died; not a command for
- * people. It serves `denit.jobs.v1.Jobs` (gRPC, @grpc/grpc-js) on the Unix socket that denit
- * holds and hands it, listening, at descriptor `--listen-fd`: at most MAX_CONNECTIONS at once.
- * Its jobs live in the spool directory of this run of denit, each under a keeper of its own
- * (service.ts), so that the service's death loses no job, no status and no byte.
- *
- * Every connection passes through a filter that drops the GOAWAY frames its client sends: the
- * runtime's HTTP/2 layer (nghttp2 inside Deno's node:http2) can abort the whole process while it
- * processes one (denoland/deno#36788); a client that sent GOAWAY only closes its connection
- * after its calls, which ends the session on a path that does not crash.
+ * `denit job serve`, the job service's process (denit starts it; not for people): gRPC on the
+ * socket denit hands it at `--listen-fd`, at most MAX_CONNECTIONS at once. Every connection's
+ * GOAWAY frames are dropped: nghttp2 in Deno's node:http2 can abort the process on one
+ * (denoland/deno#36788), and a client closes its connection after its calls anyway.
  */
 
 import * as grpc from "@grpc/grpc-js";
@@ -37,16 +30,11 @@ import {
 /** Connections at once; beyond them a new one is closed at once (clients retry). */
 export const MAX_CONNECTIONS = 64;
 /**
- * How often the service checks that it still accepts: a connection that waits across two
- * checks with none accepted between means the runtime's accept loop has stopped, which it does
- * silently when accept(2) fails (EMFILE); the service then exits, and denit starts it again.
+ * How often the service checks that it still accepts: the runtime's accept loop stops silently
+ * when accept(2) fails (EMFILE); the service then exits, and denit starts it again.
  */
 const ACCEPT_CHECK_MS = 2000;
-/**
- * A connection that has not sent HTTP/2's preface and a first frame this long after it was
- * accepted is closed: a gRPC client sends them at once, and one that does not would hold one
- * of the MAX_CONNECTIONS for good.
- */
+/** A connection that sent no preface and first frame this long after its accept is closed. */
 export const SILENT_CONNECTION_MS = 5000;
 /** Streams at once on one connection (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS). */
 const STREAMS_PER_CONNECTION = 16;
@@ -66,10 +54,7 @@ const PREFACE_BYTES = 24;
 const FRAME_HEAD_BYTES = 9;
 const GOAWAY = 0x7;
 
-/**
- * A client's bytes, with its GOAWAY frames left out (see the module's comment), and whether
- * its preface and a first whole frame came (a connection that "spoke").
- */
+/** A client's bytes without its GOAWAY frames, and whether its preface and a frame came. */
 class GoawayFilter {
   #skipPreface = PREFACE_BYTES;
   /** A frame head split between two reads. */
@@ -171,10 +156,9 @@ const PACE_MS = 2;
 const PACE_MAX_MS = 100;
 
 /**
- * Deno's node:http2 completes a write at once, whatever the peer's flow-control window, and
- * keeps what it cannot send yet: without this, a client slower than the spool would make the
- * service hold the whole output in memory. A stream therefore writes only while the peer's
- * connection window is open and the socket's queue is short.
+ * Deno's node:http2 completes a write at once and keeps what it cannot send: a stream writes
+ * only while the peer's window is open and the socket's queue is short, or a slow client would
+ * make the service hold the whole output in memory.
  */
 function mayWrite(transport: Transport | null): boolean {
   const session = transport?.session;
@@ -253,10 +237,7 @@ interface CancelRequest extends IdRequest {
   graceMs: number;
 }
 
-/**
- * Resolves when the socket stopped being accepted from: a connection waited at two checks in a
- * row and none was accepted between them.
- */
+/** Resolves when a connection waited at two checks in a row and none was accepted between. */
 function acceptStops(fd: number, accepted: () => number): Promise<void> {
   return new Promise((resolve) => {
     let seen: number | null = null; // the accepted count when a connection was last seen waiting
@@ -273,10 +254,8 @@ function acceptStops(fd: number, accepted: () => number): Promise<void> {
 }
 
 /**
- * Accepts connections on the socket denit gave (listening, at `fd`), at most MAX_CONNECTIONS at
- * once, and hands each, filtered, to grpc-js (its connection injector): grpc-js alone has no
- * limit on connections. One that has not spoken after SILENT_CONNECTION_MS is closed. Resolves
- * once listening, to a promise that resolves if accepting stops (acceptStops).
+ * Accepts on the socket at `fd`, at most MAX_CONNECTIONS at once (grpc-js has no limit), and
+ * hands each, filtered, to grpc-js; resolves to a promise that resolves if accepting stops.
  */
 async function listen(
   server: grpc.Server,

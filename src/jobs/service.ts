@@ -1,9 +1,7 @@
 /**
- * The five calls of `denit.jobs.v1.Jobs` over the job table: what each checks, what it waits
- * for, and what it answers. Each job runs under a keeper of its own (`denit job keep`,
- * launch/keep.c), which this service starts and which records in the spool what becomes of the
- * job, whatever becomes of the service; a watch on the run's directory tells the service of
- * every change. The service signals the jobs' process groups itself (Cancel).
+ * The five calls of `denit.jobs.v1.Jobs`: what each checks, waits for and answers. Each job
+ * runs under a keeper of its own (launch/keep.c), which records in the spool what becomes of it
+ * whatever becomes of the service; a watch on the run's directory tells the service.
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -20,19 +18,15 @@ import {
   STOPPING_FILE,
 } from "./contract.ts";
 
-/** Cancel's default time between TERM and KILL. */
+/** Cancel's default and longest time between TERM and KILL. */
 export const DEFAULT_CANCEL_GRACE_MS = 10_000;
-/** The most Cancel may be asked to wait between TERM and KILL. */
 export const MAX_CANCEL_GRACE_MS = 24 * 60 * 60 * 1000;
 /** How often the jobs not yet done are read again, whatever the directory's events said. */
 const SWEEP_MS = 1000;
 
 /** A job's argv and env together, as UTF-8 bytes (the kernel's own limit is about 2 MiB). */
 export const MAX_RUN_BYTES = 128 * 1024;
-/**
- * A job's argv and env entries together: each costs the service a few hundred bytes while the
- * request is decoded and the keeper started, whatever its length.
- */
+/** A job's argv and env entries together (each costs a few hundred bytes, whatever its length). */
 export const MAX_RUN_ENTRIES = 4096;
 /** The largest request the service decodes: a Run at both caps, with room for its framing. */
 export const MAX_REQUEST_BYTES = 2 * MAX_RUN_BYTES;
@@ -65,12 +59,10 @@ export class JobsError extends Error {
   }
 }
 
-/** A request the service refuses as invalid (INVALID_ARGUMENT). */
 function invalid(message: string): JobsError {
   return new JobsError("INVALID_ARGUMENT", message);
 }
 
-/** The job as the contract's `Job` message. */
 export interface JobMessage {
   id: string;
   status: string;
@@ -87,7 +79,6 @@ export interface JobMessage {
   cause: string;
 }
 
-/** One FollowIO message. */
 export interface OutputMessage {
   stdout?: Uint8Array;
   stderr?: Uint8Array;
@@ -105,7 +96,6 @@ export interface Outlet<T> {
   readonly left: Promise<void>;
 }
 
-/** The fields of RunRequest, as decoded. */
 export interface RunFields {
   id: string;
   argv: readonly string[];
@@ -113,7 +103,6 @@ export interface RunFields {
   env: Readonly<Record<string, string>>;
 }
 
-/** The fields of ListRequest, as decoded. */
 export interface ListFields {
   afterId: string;
   limit: number;
@@ -162,9 +151,8 @@ function procFacts(pid: number): { ppid: number; pgid: number; start: string } |
 }
 
 /**
- * Adds to `known` (pid → start time) the job's processes now: with `members`, those of its group
- * (only at first: the id may be another group's once this one is empty), and at every call what
- * a known process started (its `setsid` children too). False without /proc.
+ * Adds to `known` (pid → start time) the job's processes: with `members` (only at first), its
+ * group's; at every call, what a known process started (`setsid` ones too). False without /proc.
  */
 function findJobProcesses(pgid: number, known: Map<number, string>, members: boolean): boolean {
   const facts = new Map<number, { ppid: number; pgid: number; start: string }>();
@@ -200,10 +188,8 @@ function signalKnown(known: Map<number, string>, signo: number): boolean {
 }
 
 /**
- * What a keeper does for a Cancel, for a job whose keeper is gone: TERM (and CONT, for a stopped
- * process) to its processes now, KILL once the grace is over, again until none is left. Its
- * processes are its group's and their descendants (a `setsid` child whose parent still lives);
- * one whose parent died went to denit with the keeper's death, and is denit's orphan.
+ * A keeper's Cancel, for a job whose keeper is gone: TERM and CONT to its group and their
+ * descendants now, KILL after the grace, until none is left (one whose parent died is denit's).
  */
 async function stopJob(pgid: number, graceMs: number): Promise<void> {
   const known = new Map<number, string>();
@@ -218,7 +204,6 @@ async function stopJob(pgid: number, graceMs: number): Promise<void> {
   while (signal(SIGKILL)) await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
 }
 
-/** The job service's state in its process. */
 export class JobService {
   readonly #table: JobTable;
   readonly #dir: string;
@@ -266,11 +251,7 @@ export class JobService {
     }
   }
 
-  /**
-   * Follows the run's directory: each change the keepers make reaches the jobs' waiters. The
-   * kernel drops events when its queue overflows (a busy service, many jobs): every second the
-   * jobs not yet done are read again, so that none waits for an event that was lost.
-   */
+  /** Follows the run's directory; every SWEEP_MS the jobs not done are read again (lost events). */
   async watch(): Promise<void> {
     const sweep = setInterval(() => {
       this.#refresh(this.#table.list());
@@ -302,10 +283,8 @@ export class JobService {
   }
 
   /**
-   * A job whose keeper is gone before it recorded the job's end (the OOM killer can take it right
-   * after its job), and whose process group is gone too, would stay RUNNING for ever: it is
-   * recorded as lost (LOST_EXIT). The state is read again once the keeper is found gone, so that a
-   * keeper that recorded the end and then left is believed.
+   * A job whose keeper and group are gone with no end recorded is lost (LOST_EXIT), not RUNNING
+   * for ever; its state is read again first, in case the keeper wrote the end and then left.
    */
   #settleLost(): void {
     for (const job of this.#table.list()) {
@@ -319,10 +298,7 @@ export class JobService {
     }
   }
 
-  /**
-   * Records in the job's own record that its keeper left no end (LOST_EXIT); a job that never
-   * ran also gets the reason as its stderr, which no keeper writes then.
-   */
+  /** Records that the keeper left no end; a job that never ran gets the reason as its stderr. */
   #lost(job: Job, reason: string): void {
     try {
       if (job.state === null) replaceFile(job.path("err"), encoder.encode(`denit: ${reason}\n`));
@@ -526,9 +502,8 @@ export class JobService {
   }
 
   /**
-   * Cancel: TERM to every process of the job, KILL after the grace; returns once none is left
-   * (a job whose own process ended already keeps its status, and what it left is stopped all
-   * the same). Its keeper does it, or with the keeper gone, this service, for the job's group.
+   * Cancel: TERM to every process of the job, KILL after the grace (by its keeper, or with the
+   * keeper gone, by this service); returns once none is left.
    */
   async cancel(id: string, graceMs: number): Promise<JobMessage> {
     const job = this.#find(id);
@@ -540,11 +515,9 @@ export class JobService {
     const keeper = this.#keeperOf(job);
     if (job.record.cancel === null && pgid > 0 && (exists(-pgid) || keeper !== 0)) {
       const grace = graceMs === 0 ? DEFAULT_CANCEL_GRACE_MS : graceMs;
-      // CANCELLED only if the job's own process is alive as its keeper is asked (a zombie
-      // counts: its status tells whether it ended on its own, see Job.status).
+      // CANCELLED only if the job's own process (a zombie counts) is alive as its keeper is asked.
       const alive = sendSignal(pgid, 0).ok;
-      // The keeper sends TERM now and KILL after the grace, whatever becomes of this service:
-      // told before the record says so, so that a service killed in between loses no Cancel.
+      // The keeper is told before the record says so: a service killed in between loses nothing.
       replaceFile(job.path("cancel"), encoder.encode(String(grace)));
       if (keeper !== 0) sendSignal(keeper, CANCEL);
       job.record.cancel = { atMs: Date.now(), graceMs: grace, alive };
@@ -552,8 +525,7 @@ export class JobService {
     }
     const cancel = job.record.cancel;
     while (pgid > 0 && (exists(-pgid) || this.#keeperOf(job) !== 0)) {
-      // No keeper (gone before, or killed since it was asked): this service ends the job, in
-      // what is left of the grace, once for every Cancel that waits.
+      // No keeper: this service ends the job in what is left of the grace, once for all waiters.
       if (cancel !== null && this.#keeperOf(job) === 0) {
         const left = Math.max(0, cancel.atMs + cancel.graceMs - Date.now());
         const stopping = this.#takenOver.get(pgid) ??

@@ -1,10 +1,8 @@
 /**
- * The jobs of this run of denit as the spool holds them (`SPOOL/denit-PID-START`): for each job
- * `N.json`, what was asked (the service's, its only writer), `N.state`, what became of it, and
- * its output, `N.out` and `N.err` (the keeper's, launch/keep.c, which is the job's parent whatever
- * becomes of the service, and the only writer of its state line). A service started again reads them back and takes up every job where it is.
- * Finished jobs are forgotten oldest first beyond KEEP_FINISHED_JOBS jobs or KEEP_SPOOL_BYTES
- * bytes of spool.
+ * The jobs of this run as the spool holds them: `N.json`, what was asked (the service's);
+ * `N.state`, `N.out` and `N.err`, what became of it (its keeper's). A service started again
+ * takes up every job where it is. Finished jobs are forgotten oldest first beyond
+ * KEEP_FINISHED_JOBS jobs or KEEP_SPOOL_BYTES bytes.
  */
 
 import { COUNTS_FILE, type KeeperState, parseState } from "./contract.ts";
@@ -30,15 +28,9 @@ export interface JobRecord {
   readonly seq: number;
   readonly argv: readonly string[];
   readonly startedAtMs: number;
-  /**
-   * Cancel asked, with its grace (the keeper sends the SIGKILL), and whether the job's own
-   * process was alive then (only then can the job end CANCELLED).
-   */
+  /** Cancel asked, its grace, and whether the job's process was alive then (CANCELLED only so). */
   cancel: { atMs: number; graceMs: number; alive: boolean } | null;
-  /**
-   * Its keeper never recorded an end: it could not start the job, or it died first (the OOM
-   * killer) and the job's processes are gone. Absent in a record written before such an end.
-   */
+  /** Its keeper recorded no end: it could not start the job, or died and the job is gone. */
   lost?: { atMs: number; reason: string };
 }
 
@@ -284,10 +276,7 @@ export class JobTable {
     this.#write(COUNTS_FILE, this.counts());
   }
 
-  /**
-   * Replaces a file of the table's own. A full or read-only disk leaves the old one: it is
-   * written whole again at the next change, and the jobs go on meanwhile.
-   */
+  /** Replaces a file of the table's own; on a full disk the old stays until the next change. */
   #write(name: string, value: unknown): void {
     try {
       replaceFile(`${this.#dir}/${name}`, encoder.encode(JSON.stringify(value)));

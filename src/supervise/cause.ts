@@ -74,17 +74,12 @@ export function explainExit(facts: ExitFacts): Explanation {
   };
 }
 
-/**
- * How long after another process was reaped, killed by SIGKILL, the OOM-kill count may still
- * rise for it: the kernel counts a kill after it sent the SIGKILL, and its victim can be
- * reaped in between.
- */
+/** How long the OOM-kill count may still rise for another process reaped after a SIGKILL. */
 export const OOM_COUNT_SETTLE_MS = 500;
 
 /**
- * Which rises of the memory cgroup's OOM-kill count are the child's: they are taken while the
- * child lives; a rise that comes late for another process denit reaped after a SIGKILL is that
- * process's, whatever the order the kernel's count and denit's reaping came in.
+ * Which rises of the OOM-kill count are the child's: those taken while it lives, less the ones
+ * that come late for another process denit reaped after a SIGKILL.
  */
 export class OomLedger {
   #before: number | null = null;
@@ -103,10 +98,7 @@ export class OomLedger {
     this.#before = count;
   }
 
-  /**
-   * Another process was reaped, killed by SIGKILL: its rise was seen already (it took a while
-   * to exit), or may still come.
-   */
+  /** Another process was reaped after a SIGKILL: its rise was seen already, or may still come. */
   otherKilled(nowMs: number): void {
     this.#expire(nowMs);
     if (this.#unclaimed.shift() === undefined) this.#unsettled.push(nowMs);

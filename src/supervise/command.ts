@@ -1,16 +1,12 @@
 /**
- * Finding and starting the command the way execvp(3) does, with no shell involved: the PATH
- * search (the C library's default path when PATH is unset), the shell fallback for an
- * executable text file without `#!`, and messages that say what is missing.
+ * The command found as execvp(3) finds it, with no shell: the PATH search, the /bin/sh fallback
+ * for a text file without `#!`, and messages that say what is missing.
  */
 
 import { ExitCode } from "../common/exit_codes.ts";
 import { canExecute, Errno, errnoMessage, pathExists } from "../sys/process.ts";
 
-/**
- * The command cannot be started; `exitCode` is 126 or 127 as in the shell convention, or 125
- * when the system refused a new process (denit could not start it, whatever the command).
- */
+/** The command cannot be started: 126 or 127 as shells say, 125 when no process could be made. */
 export class ExecError extends Error {
   override name = "ExecError";
   constructor(message: string, readonly exitCode: number) {
@@ -46,9 +42,8 @@ function kindOf(path: string): "file" | "other" | "missing" {
 }
 
 /**
- * Resolves a command as execvp(3) does: a name with a slash is used as is, anything else is
- * looked up in each PATH entry (an empty entry is the working directory). A file that exists
- * but is not executable is remembered, and reported as 126 if nothing better is found.
+ * A name with a slash as is, else the first executable file in PATH (an empty entry: the working
+ * directory); a file found but not executable is the answer (126) if nothing better is.
  */
 export function resolveCommand(name: string, pathVariable: string | undefined): Uint8Array {
   if (name === "") throw new ExecError(`Cannot start "": empty command name`, ExitCode.NOT_FOUND);
@@ -106,11 +101,7 @@ function looksBinary(head: Uint8Array): boolean {
   return head.includes(0) || (head[0] === 0x7f && head[1] === 0x45 && head[2] === 0x4c);
 }
 
-/**
- * What execvp(3) does after ENOEXEC: run the file with /bin/sh (a script without `#!`).
- * null when the file is binary or there is no /bin/sh (distroless images): then ENOEXEC is
- * the answer.
- */
+/** After ENOEXEC, as execvp(3): the file run by /bin/sh; null if binary or there is no /bin/sh. */
 export function shellFallback(command: Executable): Executable | null {
   if (looksBinary(readHead(command.path)) || kindOf(FALLBACK_SHELL) !== "file") return null;
   const shell = encoder.encode(FALLBACK_SHELL);

@@ -1,8 +1,6 @@
 /**
- * Finding what the child left behind, and naming it in log lines. As PID 1, `kill(-1)` reaches
- * every process in the namespace; as a subreaper, denit walks its descendants through
- * /proc/PID/task/TID/children (orphans reparented to a subreaper are its children, and their
- * own children are found from there), which costs nothing like a scan of every process.
+ * What the child left behind, and its names in log lines: as PID 1 every other process; as a
+ * subreaper, its descendants, walked through /proc/PID/task/TID/children.
  */
 import { readProcStat } from "../common/proc.ts";
 
@@ -112,10 +110,7 @@ export function describeProcess(pid: number): ProcessInfo {
 const PF_EXITING = 0x4; // linux/sched.h
 const SIGKILL_BIT = 1n << 8n; // signal 9 in a /proc mask
 
-/**
- * True once a process is on its way out: a SIGKILL pending (sent, not yet acted on), exiting
- * (PF_EXITING), or a zombie; also when it cannot be read (gone).
- */
+/** True once a process is on its way out: SIGKILL pending, exiting, a zombie, or gone. */
 export function isEnding(pid: number): boolean {
   try {
     const stat = readProcStat(pid);

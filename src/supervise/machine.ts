@@ -112,10 +112,7 @@ export type Effect =
   | { readonly type: "time-out"; readonly target: number; readonly term: boolean }
   /** The grace period ran out: SIGKILL to the child's target and to every leftover. */
   | { readonly type: "force-kill"; readonly target: number }
-  /**
-   * Each leftover gets `signo` once (a later sweep signals only processes new to it); a SIGKILL
-   * says which timer ran out ("kill-after" also for `--kill-after 0` and a forced stop).
-   */
+  /** Each leftover gets `signo` once; a SIGKILL names the timer that ran out. */
   | { readonly type: "signal-leftovers"; readonly signo: number; readonly timer?: KillTimer }
   /** `--wait-descendants`: a signal for every remaining descendant, as often as it comes. */
   | { readonly type: "signal-descendants"; readonly signo: number }

@@ -1,7 +1,4 @@
-/**
- * The supervising program: parse, then supervise. The health endpoint is handed in by the entry
- * module, so that this program imports none of it and loads its code only when asked to.
- */
+/** The supervising program: parse, then supervise (the entry hands in the health endpoint). */
 
 import { formatAddress } from "../common/address.ts";
 import { formatDrainCheck } from "../common/ready.ts";
@@ -65,10 +62,7 @@ function askedFormat(args: readonly string[]): LogFormat {
   return format === "json" ? "json" : "text";
 }
 
-/**
- * A configuration error before anything runs: one line in the log format asked for (a log
- * pipeline sees JSON then too), control characters escaped; exit 2.
- */
+/** A configuration error: one line in the log format asked for; exit 2. */
 function configError(message: string, args: readonly string[], usage: boolean): number {
   if (askedFormat(args) === "json") {
     printErr(formatJsonLine(Deno.pid, "error", message, usage ? { usage: USAGE_LINE } : {}));
@@ -171,9 +165,7 @@ async function run(
     health?.close();
     return ExitCode.INTERNAL;
   }
-  // What the child gets beyond the container's environment (denit's own stays as it is: the job
-  // service and its jobs get that): where to speak sd_notify (an abstract name: no file, any
-  // user), and as gosu and su-exec do, the user's HOME (when passwd names one).
+  // The child's additions to the container's environment: NOTIFY_SOCKET, and HOME for --user.
   const variables: Record<string, string> = {};
   if (health !== null && health.notifySocket !== null) {
     variables["NOTIFY_SOCKET"] = health.notifySocket;
@@ -249,10 +241,7 @@ async function startHealth(
 /** denit's programs other than the supervisor, which come first on its command line. */
 const PROGRAMS = ["init", "copy", "job", "probe", "bridge"];
 
-/**
- * A command that is one of denit's own options or programs (`docker run IMAGE --grace 1s cmd`
- * or `docker run IMAGE init /shared` under `ENTRYPOINT ["/denit", "--"]`): say where they go.
- */
+/** A command that is one of denit's options or programs (after an ENTRYPOINT's "--"): a hint. */
 function optionHint(name: string): string {
   if (PROGRAMS.includes(name)) {
     return `; "${name}" is a program of denit's, which comes before any "--": with an ` +

@@ -1,8 +1,7 @@
 /**
- * The child's memory as denit watches it: the container's memory cgroup (its limit and
- * oom.group for /status, its OOM-kill count, which says whether the kernel killed the child),
- * the child's oom_score_adj, and the runtime's idle code pages, dropped under a limit so that
- * the OOM killer does not pick denit for them.
+ * The child's memory: the cgroup's limit, oom.group and OOM-kill count (did the kernel kill
+ * the child?), the child's oom_score_adj, and the runtime's idle code pages, dropped under a
+ * limit so that the OOM killer does not pick denit for them.
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -27,10 +26,7 @@ const OOM_SETTLE_POLL_MS = 10;
 export class MemoryWatch {
   readonly #log: Logger;
   readonly #cgroup = findMemoryCgroup();
-  /**
-   * The OOM-kill counts taken while the child lived: its SIGKILL is the OOM killer's only if the
-   * count rose since, so an earlier OOM kill is not blamed on a later kill -9.
-   */
+  /** The counts taken while the child lived: its SIGKILL is an OOM kill only if one rose since. */
   readonly #ledger = new OomLedger();
   #facts: MemoryFacts | null = null;
   #pages: Promise<typeof import("../sys/memory.ts")> | null = null;
@@ -58,10 +54,8 @@ export class MemoryWatch {
   }
 
   /**
-   * The child runs: its oom_score_adj (`--oom-score-adj`, lowering it needs CAP_SYS_RESOURCE),
-   * the facts for /status, a warn line where v2's memory.oom.group (the kubelet's default) kills
-   * denit with the child, and at once (a child that grows fast reaches the limit within a
-   * fraction of a second) the runtime's idle code pages.
+   * The child runs: its oom_score_adj, the facts for /status, a warn line where memory.oom.group
+   * kills denit with the child, and at once the runtime's idle code pages.
    */
   childStarted(pid: number, oomScoreAdj: number | null): void {
     if (oomScoreAdj !== null) {
@@ -96,11 +90,7 @@ export class MemoryWatch {
     return this.#cgroup === null ? null : readMemoryLimit(this.#cgroup);
   }
 
-  /**
-   * Other processes died of SIGKILL: the count is read again until their rises came or cannot
-   * come any more (cause.ts), so that none is taken for the child's. `livePid`: the child's pid
-   * while it runs, else null.
-   */
+  /** Other processes died of SIGKILL: the count is read until their rises can come no more. */
   async otherKilled(count: number, livePid: () => number | null): Promise<void> {
     if (this.#cgroup === null) return;
     for (let i = 0; i < count; i++) this.#ledger.otherKilled(performance.now());

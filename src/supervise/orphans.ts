@@ -1,12 +1,8 @@
 /**
- * `--kill-orphans`: a process reparented to denit while the main child runs (a daemon that a CI
- * step left behind, say) gets SIGTERM when found, and SIGKILL GRACE later if it is still there;
- * one warn line each. The kernel says nothing when it reparents a running process, so denit reads
- * its own children (/proc/self/task/TID/children) every ORPHAN_SCAN_MS. An orphan is known by its
- * session and process group, not by its pid alone: one that forks and exits again and again (a
- * new pid each time) is the same orphan, and gets its SIGKILL when its grace is over. Never
- * touched: the main child, every member of its process group, and denit's own processes (the
- * job service and the jobs' keepers, as the job host names them).
+ * `--kill-orphans`: a process reparented to denit while the child runs gets SIGTERM, and SIGKILL
+ * GRACE later; one warn line each. denit reads its children every ORPHAN_SCAN_MS (the kernel
+ * tells no one). An orphan is known by session and group, so one that forks again and again is
+ * one orphan. Never touched: the child, its process group, and denit's own processes.
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -40,10 +36,7 @@ function familyOf(info: ProcessInfo): string {
 /** Finds orphans while the main child runs and stops each once. */
 export class OrphanPatrol {
   readonly #settings: PatrolSettings;
-  /**
-   * Processes signalled so far, by pid: their start time. One spared is looked at again at the
-   * next scan (a member of the child's group may leave it with setsid, a process may exec).
-   */
+  /** Processes signalled so far: pid → start time. */
   readonly #seen = new Map<number, string>();
   /** The families sent SIGTERM, with when their grace ends (performance.now() ms). */
   readonly #families = new Map<string, number>();

@@ -1,9 +1,7 @@
 /**
- * The only waiter for children: a round of reaping, run when a SIGCHLD was read (supervisor.ts).
- * Nothing else in denit waits for a child, so no status can be taken by someone else
- * (`Deno.Command` is never used: its own waitpid would race with this one). Reaping and
- * signalling both happen on the JS thread, so a pid denit signals is never one it has already
- * reaped (and the kernel may have reused), as in tini and catatonit.
+ * The only waiter for children (never `Deno.Command`, whose waitpid would race): a round of
+ * reaping after a SIGCHLD. Reaping and signalling share one thread, so a pid denit signals is
+ * never one it reaped already, as in tini.
  */
 
 import {
@@ -31,10 +29,7 @@ export interface ReapRound {
   othersKilled: number;
 }
 
-/**
- * How many statuses one round collects before the event loop turns again (signals, timers and
- * health requests wait that long): each is cheap, so a round stays short.
- */
+/** Statuses one round collects before the event loop turns again. */
 export const REAP_BATCH = 128;
 
 /** A reaped process that was not the main child (collected for `-w` and the jobs only). */
@@ -43,10 +38,7 @@ export interface Reaped {
   readonly status: ExitStatus;
 }
 
-/**
- * One round: reaps what has terminated, up to `limit`, without waiting; with `others`, the pid
- * and status of every one that was not the main child go there.
- */
+/** Reaps up to `limit` without waiting; `others` gets the pid and status of all but the child. */
 export function reapRound(
   childPid: number,
   limit: number = REAP_BATCH,

@@ -1,9 +1,7 @@
 /**
- * The signal policy: one row per Linux signal 1..31, what denit does when it receives it, and
- * why; the real-time signals (34..64) are forwarded too. denit's launcher (launch/denit.c)
- * applies the same policy before the runtime starts: what is forwarded, and SIGCHLD, is blocked
- * in every thread and read from a signalfd; what is ignored is SIG_IGN; the rest stays with the
- * runtime.
+ * The signal policy: one row per signal 1..31, what denit does with it, and why; 34..64 are
+ * forwarded. The launcher applies it before the runtime starts: what is forwarded, and SIGCHLD,
+ * is blocked and read from a signalfd; what is ignored is SIG_IGN.
  */
 
 import { SIGCHLD, type SignalName, signalNumber, SIGRTMAX, SIGRTMIN } from "../common/signals.ts";
@@ -26,10 +24,7 @@ function policy(name: SignalName, action: SignalAction, why: string): SignalPoli
   return Object.freeze({ name, signo: signalNumber(name), action, why });
 }
 
-/**
- * The policy table. Built with one call a row: a `map` that destructured each row as an array
- * ran the array iterator for every row at every start.
- */
+/** The policy table. */
 export const SIGNAL_TABLE: readonly SignalPolicy[] = Object.freeze([
   policy("SIGHUP", "forward", "reload or hang-up request for the app"),
   policy("SIGINT", "forward", "stop request (Ctrl-C, docker kill)"),

@@ -1,8 +1,4 @@
-/**
- * `--user`: the child is spawned from a worker thread whose own credentials were dropped to the
- * user's (sys/credentials.ts explains why a thread, and not a fork). The supervisor's thread
- * stays root; the child, a child of this process, is reaped by the one reaper as usual.
- */
+/** `--user`: the child spawned from a worker thread whose credentials were dropped (root stays). */
 
 import { listen, SPAWN_WORKER_NAME, startWorker } from "../common/workers.ts";
 import { spawn, type SpawnRequest, type SpawnResult } from "../sys/process.ts";

@@ -1,7 +1,6 @@
 /**
- * The supervisor's driver, the one holder of mutable state: feeds events to `transition()`
- * (machine.ts) and performs its effects. Before the child runs it fails fast (ExecError); after,
- * nothing is thrown out of the loop: failures are logged, reaping and forwarding go on.
+ * The driver, the one holder of mutable state: feeds events to `transition()` and performs its
+ * effects. It fails fast before the child runs; after, failures are logged and it goes on.
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -212,9 +211,8 @@ export class Supervisor {
   }
 
   /**
-   * Prepares this process (parent-death signal, subreaper), takes the signals that came so far
-   * (a stop among them: the child is not started, and finished() says 128+N), then starts the
-   * child. Throws ExecError (126/127) if it cannot run; nothing is started then.
+   * Prepares this process, takes the signals so far (a stop: the child is never started), then
+   * starts the child; throws ExecError (126/127) if it cannot run.
    */
   async start(
     argv: readonly Uint8Array[],
@@ -296,9 +294,7 @@ export class Supervisor {
       const result = setParentDeathSignal(pdeathsig);
       if (!result.ok) this.#log.warn("cannot set parent-death signal", { errno: result.errno });
     }
-    // A parent may have made denit a subreaper before exec (prctl is kept across it): then it
-    // adopts orphans already, as tini finds with PR_GET_CHILD_SUBREAPER. The jobs' keepers leave
-    // the service at once: they must come to denit, whose stop ends them and their jobs.
+    // A parent may have made denit a subreaper already. The jobs' keepers must come to denit.
     this.#adopts = Deno.pid === 1 || isSubreaper();
     if (!this.#adopts && !subreaper && jobsSocket === null) {
       this.#log.warn("not PID 1 and not a subreaper: orphans will not be reaped; use -s");
@@ -332,10 +328,7 @@ export class Supervisor {
     return await run(request);
   }
 
-  /**
-   * Background work paced by quiet delays (common/delay.ts): the scan for zombies denit cannot
-   * reap, then under a memory limit a drop of the runtime's idle code pages (sys/memory.ts).
-   */
+  /** The scan for zombies denit cannot reap, then the drop of idle code pages under a limit. */
   async #zombieLoop(): Promise<void> {
     while (!this.#finished) {
       await quietDelay(ZOMBIE_SCAN_MS);
@@ -369,10 +362,7 @@ export class Supervisor {
     this.#log.warn(zombieWarning(report));
   }
 
-  /**
-   * Waits for a signal (SIGCHLD included), forwards and reaps. A round that stopped at its limit
-   * is followed by another once the event loop turned, so a burst of zombies holds up nothing.
-   */
+  /** Waits for a signal, forwards and reaps; a round cut at its limit goes on after a turn. */
   async #eventLoop(childPid: number): Promise<void> {
     const others: Reaped[] | null = this.#reapedLog === null && this.#jobs === null ? null : [];
     // A child that ended before the loop began left its SIGCHLD behind: a round at once anyway.

@@ -1,13 +1,8 @@
 /**
- * Kubernetes' termination message: a short report of why the container ended, written where
- * the kubelet reads it (`terminationMessagePath`, /dev/termination-log by default), so that
- * `kubectl describe pod` shows it. The kubelet reads at most 4096 bytes.
- *
- * Written whole or not at all where it can be: a temporary file beside it, renamed over it.
- * Kubernetes bind-mounts the file itself, and a mount point cannot be renamed over (EBUSY);
- * there the report goes in with one write(2) of at most 4096 bytes. A child that wrote its own
- * message to the default file keeps it: denit writes only to an empty one there. Bounded: a
- * write that takes longer than WRITE_TIMEOUT_MS is abandoned with a warn line.
+ * Kubernetes' termination message: why the container ended, where the kubelet reads it (at most
+ * 4096 bytes of /dev/termination-log by default). Renamed into place where it can be, else one
+ * write(2) (a bind-mounted file); a child's own message in the default file is kept; a write
+ * that takes longer than WRITE_TIMEOUT_MS is abandoned with a warn line.
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -77,10 +72,7 @@ async function replace(path: string, bytes: Uint8Array): Promise<unknown> {
   }
 }
 
-/**
- * One write(2) into the file itself, at most 4096 bytes: for a mount point (Kubernetes
- * bind-mounts the file), a directory denit cannot write, or a file that is not regular.
- */
+/** One write(2) of at most 4096 bytes into the file itself (a mount point, say). */
 async function writeInto(path: string, bytes: Uint8Array): Promise<void> {
   const file = await Deno.open(path, { write: true, truncate: true });
   try {
@@ -91,11 +83,7 @@ async function writeInto(path: string, bytes: Uint8Array): Promise<void> {
   }
 }
 
-/**
- * The default file: absent (or not a file), empty, or written by the child. Outside Kubernetes
- * it is absent, and access(2) says so without the exception a failed Deno.statSync throws
- * (measurable on every exit: bench/NOTES.md).
- */
+/** The default file: absent (or not a file), empty, or written by the child. */
 function defaultLogState(path: string): "absent" | "empty" | "written" {
   if (!pathExists(path)) return "absent";
   try {
@@ -107,10 +95,7 @@ function defaultLogState(path: string): "absent" | "empty" | "written" {
   }
 }
 
-/**
- * Writes the report to `path` (from --termination-log), or to /dev/termination-log when it
- * exists, is writable and empty. Never throws; a failure is a warn line.
- */
+/** The report to `path`, else to an empty /dev/termination-log; never throws (a warn line). */
 export async function writeTerminationLog(
   setting: string | null,
   report: TerminationReport,

@@ -1,9 +1,7 @@
 /**
- * `--user USER[:GROUP]`: names from the container's own /etc/passwd and /etc/group (no NSS, no
- * shell), numbers without them. Without GROUP, the user's primary group and the groups that
- * list the user as a member (as initgroups(3) does); with GROUP, that group alone. HOME comes
- * from /etc/passwd, as gosu and su-exec set it; a number with no entry gets gid 0 and HOME=/,
- * as Docker's `--user UID` does.
+ * `--user USER[:GROUP]`: names from the container's /etc/passwd and /etc/group, or numbers.
+ * Without GROUP: the primary group and those listing the user (initgroups(3)). HOME from
+ * /etc/passwd as gosu sets it; an unknown number gets gid 0 and HOME=/, as Docker's --user.
  */
 
 import { groups, passwd } from "../common/accounts.ts";
@@ -24,10 +22,7 @@ const MAX_ID = 0xfffffffe; // (uid_t) -1 means "unchanged" to the kernel
 const CAP_SETGID = 6;
 const CAP_SETUID = 7;
 
-/**
- * Throws RangeError unless this process may take another user's ids: root, or CAP_SETUID and
- * CAP_SETGID in its effective set (capabilities(7)).
- */
+/** Throws RangeError unless this process may take other ids (root, or CAP_SETUID and SETGID). */
 export function checkCanChangeUser(spec: string): void {
   const status = Deno.readTextFileSync("/proc/self/status");
   const effective = BigInt(`0x${/^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1] ?? "0"}`);

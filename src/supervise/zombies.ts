@@ -1,13 +1,7 @@
 /**
- * What denit says about processes it reaps or cannot reap.
- *
- * - Zombies it cannot reap: a zombie whose parent is alive and not waiting is only that
- *   parent's to reap (the kernel hands it to denit only when the parent dies). A scan every
- *   ZOMBIE_SCAN_MS (of this PID namespace as PID 1, of denit's descendants as a subreaper)
- *   counts by parent those the scan before saw too; /status and /metrics show the count, and a
- *   warn line (at most one a minute) names the parent.
- * - `-w`: a warn line for each reaped process that is not the main child, at most
- *   REAPED_LINES_PER_SECOND a second; beyond that one summary line a second counts the rest.
+ * What denit says about zombies: those only a living parent may reap, counted by parent every
+ * ZOMBIE_SCAN_MS (for /status, /metrics, and a warn line a minute at most), and with -w a line
+ * per reaped orphan, at most REAPED_LINES_PER_SECOND, then one a second counting the rest.
  */
 
 import type { Logger } from "../common/log.ts";
@@ -44,12 +38,7 @@ export interface ZombieReport {
   readonly seen: ReadonlySet<number>;
 }
 
-/**
- * Counts zombies whose parent is not denit (`self`), by parent; `pause` between slices. Only
- * those `before` (the last scan) saw too are counted: a parent that waits reaps its zombie in
- * a moment (a job's keeper, the job service), and only one left a whole scan apart is not waited
- * for.
- */
+/** Zombies whose parent is not denit, by parent, if `before` (the last scan) saw them too. */
 export async function scanZombies(
   self: number = Deno.pid,
   pause: () => Promise<void> = () => Promise.resolve(),

@@ -1,11 +1,7 @@
 /**
- * The memory cgroup denit runs in (the container's, which its child shares), for naming an OOM
- * kill: the kernel's `oom_kill` counter and the memory limit. cgroup v2: `memory.events` and
- * `memory.max` of the unified hierarchy; cgroup v1: `memory.oom_control` and
- * `memory.limit_in_bytes` of the `memory` controller's hierarchy. Found through
- * /proc/self/cgroup and /proc/self/mountinfo, so it works inside a cgroup namespace (path "/")
- * and outside one (the path below the mount's root). Plain file reads, with access(2) first
- * so that a missing file costs no exception.
+ * The memory cgroup denit and its child run in, for naming an OOM kill: its `oom_kill` count and
+ * limit (v2: memory.events, memory.max; v1: memory.oom_control, memory.limit_in_bytes). Found
+ * through /proc/self/cgroup and /proc/self/mountinfo, inside a cgroup namespace or not.
  */
 
 import { pathExists } from "./process.ts";

@@ -1,11 +1,8 @@
 /**
- * Dropping privileges on one thread only. Linux keeps credentials per thread; glibc's
- * setuid/setgid/setgroups wrappers make every thread of the process follow (they signal each
- * thread, SIGSETXID), but the raw system calls change only the thread that makes them. denit
- * runs the child as another user by making these calls on a worker thread of its own and
- * spawning the child from that thread: the child inherits the thread's credentials, while the
- * supervisor's thread stays root (to reap and signal everything). Forking denit instead is not
- * possible: only the calling thread survives a fork of a multi-threaded V8 process.
+ * Dropping privileges on one thread only: Linux keeps credentials per thread, and the raw system
+ * calls (not glibc's wrappers, which make every thread follow) change only the caller. A worker
+ * thread drops them and spawns the child, which inherits them; the supervisor's thread stays
+ * root. A fork of a multi-threaded V8 process is no alternative.
  */
 
 import { SYS } from "./layout.ts";

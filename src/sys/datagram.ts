@@ -1,12 +1,8 @@
 /**
- * A Unix datagram socket in the abstract namespace, for the systemd notification protocol
- * (`--ready-when notify`). Abstract: no file to create, so it works on a read-only root and for
- * a child of any user (an abstract socket has no permissions); sd_notify(3) reads a
- * NOTIFY_SOCKET that starts with "@" as such a name. Anyone in the network namespace can send
- * to it (its name is listed in /proc/net/unix), so every message comes with the sender's
- * credentials (SO_PASSCRED: the kernel attaches them, they cannot be forged) and the caller
- * decides whom to believe, as systemd does. Deno's own Unix datagram sockets are unstable API
- * and carry no credentials, hence these few calls.
+ * A Unix datagram socket in the abstract namespace for sd_notify (`--ready-when notify`): no
+ * file, so it works on a read-only root and for a child of any user. Anyone in the network
+ * namespace may send to it, so each message comes with the kernel's SO_PASSCRED credentials and
+ * the caller decides whom to believe, as systemd does (Deno's datagram sockets carry none).
  */
 
 import { CMSG, IOVEC, MSGHDR, SOCKET, UCRED, unixAddress } from "./layout.ts";

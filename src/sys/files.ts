@@ -1,8 +1,7 @@
 /**
- * File calls for copy mode, all relative to directory descriptors and on raw name bytes: every
- * open refuses to follow a symlink in the final component, and no call takes a path with more
- * than one component, so a directory swapped for a symlink during a copy cannot redirect a
- * write. Typed wrappers over the C library; each reads errno right after its call.
+ * File calls for copy mode, relative to directory descriptors, on raw name bytes, never
+ * following a final symlink: a directory swapped for a symlink during a copy cannot redirect a
+ * write.
  */
 
 import { DIRENT64, O, RLIMIT, STATX } from "./layout.ts";
@@ -19,7 +18,6 @@ import {
 
 export { closeFd, Errno, errnoMessage };
 
-/** A call's value, or the errno it failed with. */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };
 
 function outcome(rc: number): Outcome<number> {
@@ -39,13 +37,11 @@ const SEEK_HOLE = 4; // unistd.h
 const RLIMIT_NOFILE = 7; // bits/resource.h
 const EMPTY = new Uint8Array(1);
 
-/** A point in time as the kernel keeps it. */
 export interface Timestamp {
   readonly sec: bigint;
   readonly nsec: number;
 }
 
-/** The kinds of file statx and getdents report. */
 export type FileKind =
   | "file"
   | "dir"
@@ -55,7 +51,7 @@ export type FileKind =
   | "char-device"
   | "block-device";
 
-/** What statx says about an entry (never following a final symlink). */
+/** statx of an entry (never following a final symlink). */
 export interface PathStat {
   readonly kind: FileKind;
   /** Permission bits, setuid/setgid/sticky included (mode & 07777). */
@@ -113,7 +109,6 @@ function statx(dirFd: number, name: Uint8Array, flags: number): Outcome<PathStat
   };
 }
 
-/** statx(dirFd, name) of the entry itself (a symlink is not followed). */
 export function statAt(dirFd: number, name: Uint8Array): Outcome<PathStat> {
   return statx(dirFd, cString(name), AT_SYMLINK_NOFOLLOW);
 }
@@ -123,13 +118,11 @@ export function statPath(path: string, follow: boolean): Outcome<PathStat> {
   return statx(AT_FDCWD, cString(path), follow ? 0 : AT_SYMLINK_NOFOLLOW);
 }
 
-/** statx of an open descriptor (fstat). */
 export function statFd(fd: number): Outcome<PathStat> {
   return statx(fd, EMPTY, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
 }
 
-/** Opens a directory below `dirFd` (or a path with AT_FDCWD); never through a final symlink
- * unless `follow`. */
+/** A directory below `dirFd` (or a path, AT_FDCWD); through a final symlink only if `follow`. */
 export function openDirectory(
   dirFd: number,
   name: Uint8Array | string,
@@ -150,17 +143,14 @@ export function createExclusive(dirFd: number, name: Uint8Array, mode: number): 
   return outcome(libc.openat(dirFd, cString(name), flags, mode));
 }
 
-/** mkdirat(2). */
 export function makeDirectory(dirFd: number, name: Uint8Array | string, mode: number): CallResult {
   return checked(libc.mkdirat(dirFd, cString(name), mode));
 }
 
-/** symlinkat(2): `target` is stored as given, byte for byte. */
 export function makeSymlink(target: Uint8Array, dirFd: number, name: Uint8Array): CallResult {
   return checked(libc.symlinkat(cString(target), dirFd, cString(name)));
 }
 
-/** readlinkat(2): the target's raw bytes. */
 export function readSymlink(dirFd: number, name: Uint8Array | string): Outcome<Uint8Array> {
   let size = 256;
   for (;;) {
@@ -172,7 +162,7 @@ export function readSymlink(dirFd: number, name: Uint8Array | string): Outcome<U
   }
 }
 
-/** renameat(2): atomic; a symlink at `to` is replaced, never followed. */
+/** renameat(2): a symlink at `to` is replaced, never followed. */
 export function renameEntry(
   fromDir: number,
   from: Uint8Array,
@@ -187,10 +177,7 @@ export function removeEntry(dirFd: number, name: Uint8Array, directory: boolean)
   return checked(libc.unlinkat(dirFd, cString(name), directory ? AT_REMOVEDIR : 0));
 }
 
-/**
- * Another name for the file open as `fd` (a hard link). Through /proc/self/fd/N, which works for
- * any user; where /proc is missing, AT_EMPTY_PATH (root only).
- */
+/** A hard link to the file open as `fd`: through /proc/self/fd/N, else AT_EMPTY_PATH (root). */
 export function linkOpenFile(fd: number, dirFd: number, name: Uint8Array): CallResult {
   const viaProc = libc.linkat(
     AT_FDCWD,
@@ -264,7 +251,7 @@ function copyRangeAt(input: number, output: number, at: number, length: number):
   return n >= 0 ? { ok: true, value: n } : { ok: false, errno: errno() };
 }
 
-/** The same on a worker thread (a pending promise: the event loop goes on meanwhile). */
+/** The same on a thread of the runtime: the event loop goes on meanwhile. */
 async function copyRangeAtOnThread(
   input: number,
   output: number,
@@ -286,18 +273,15 @@ async function copyRangeAtOnThread(
   return n >= 0 ? { ok: true, value: n } : { ok: false, errno: 0 };
 }
 
-/** sendfile(2) from `at` in input to the same offset in output. */
 function sendAt(input: number, output: number, at: number, length: number): Outcome<number> {
   libc.lseek(output, BigInt(at), SEEK_SET);
   offsets[0] = BigInt(at);
   return outcome(Number(libc.sendfile(output, input, offsets.subarray(0, 1), BigInt(length))));
 }
 
-/** How to copy data: chunk sizes (larger than smallChunk: on a thread of the runtime's pool). */
 export interface DataOptions {
-  /** Copied in one call on this thread up to this many bytes. */
+  /** Up to this many bytes: one call on this thread; more: chunks of threadChunk on a thread. */
   readonly smallChunk: number;
-  /** Larger files go in chunks of this size on a thread. */
   readonly threadChunk: number;
   /** Called between chunks: throws to stop the copy. */
   readonly check: () => void;
@@ -312,9 +296,8 @@ const FALLBACK_ERRNOS: ReadonlySet<number> = new Set([
 ]);
 
 /**
- * Copies `size` bytes of data from input to output, keeping holes: only the data ranges that
- * SEEK_DATA/SEEK_HOLE report are copied, and the file is then truncated to its size, so a
- * sparse file stays sparse. Returns the bytes of data copied, or the errno.
+ * Copies `size` bytes from input to output; `sparse`: only SEEK_DATA's ranges, then truncated to
+ * its size, so holes stay holes. The bytes copied, or the errno.
  */
 export async function copyData(
   input: number,
@@ -376,22 +359,19 @@ function timespecs(atime: Timestamp, mtime: Timestamp): Uint8Array<ArrayBuffer> 
   return new Uint8Array(times.buffer); // struct timespec times[2]
 }
 
-/** fchmod(2). */
 export function setFdMode(fd: number, mode: number): CallResult {
   return checked(libc.fchmod(fd, mode));
 }
 
-/** fchown(2). */
 export function setFdOwner(fd: number, uid: number, gid: number): CallResult {
   return checked(libc.fchown(fd, uid, gid));
 }
 
-/** futimens(2): access and modification times, to the nanosecond. */
 export function setFdTimes(fd: number, atime: Timestamp, mtime: Timestamp): CallResult {
   return checked(libc.futimens(fd, timespecs(atime, mtime)));
 }
 
-/** fchownat(2) of an entry itself (a symlink's own owner). */
+/** A symlink's own owner. */
 export function setEntryOwner(
   dirFd: number,
   name: Uint8Array,
@@ -401,7 +381,7 @@ export function setEntryOwner(
   return checked(libc.fchownat(dirFd, cString(name), uid, gid, AT_SYMLINK_NOFOLLOW));
 }
 
-/** utimensat(2) of an entry itself (a symlink's own times). */
+/** A symlink's own times. */
 export function setEntryTimes(
   dirFd: number,
   name: Uint8Array,
@@ -413,7 +393,6 @@ export function setEntryTimes(
   );
 }
 
-/** fsync(2). */
 export function syncFd(fd: number): CallResult {
   return checked(libc.fsync(fd));
 }
@@ -472,7 +451,6 @@ export function readXattrs(file: XattrFile): Outcome<Array<[Uint8Array, Uint8Arr
   return { ok: true, value: pairs };
 }
 
-/** fsetxattr(2), or lsetxattr(2) of a link itself. */
 export function writeXattr(file: XattrFile, attr: Uint8Array, value: Uint8Array): CallResult {
   const path = linkPath(file);
   const size = BigInt(value.length);
@@ -490,8 +468,7 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
   return out;
 }
 
-/** Raises this process's soft limit of open files to the hard one (deep trees hold a
- * descriptor per level). */
+/** The soft limit of open files raised to the hard one: a deep tree holds one per level. */
 export function raiseFileLimit(): void {
   const limits = new BigUint64Array(RLIMIT.bytes / 8);
   if (libc.prlimit(0, RLIMIT_NOFILE, null, limits) !== 0) return;

@@ -1,20 +1,16 @@
 /**
- * What denit's launcher (launch/denit.c) hands the runtime, taken in: DENIT_LAUNCH
- * ("MEMFD:NOFILE:STDERR") and the memfd it names, which holds the arguments as bytes, the
- * variables moved out of the runtime's way and the names of those the launcher set. The memfd is
- * read and closed (the child must not inherit it), the environment put back as the container
- * gave it, stderr taken back.
+ * What the launcher (launch/denit.c) hands over: DENIT_LAUNCH and the memfd it names (the
+ * arguments as bytes, the variables moved out of the runtime's way, those it set). The memfd is
+ * read and closed, the environment put back as the container gave it, stderr taken back.
  */
 
 import { closeFd, cString, libc } from "./symbols.ts";
 
-/** The variable that names the memfd. */
 export const LAUNCH_VARIABLE = "DENIT_LAUNCH";
 
 /** signal.h's SIGTERM (common/signals.ts has it too, but sys/ may not import common/). */
 const SIGTERM = 15;
 
-/** What the launcher handed over. */
 export interface Launch {
   /** denit's arguments, byte for byte (the runtime's Deno.args replaced what is not UTF-8). */
   readonly args: readonly Uint8Array[];
@@ -72,11 +68,7 @@ export function parseLaunch(
   };
 }
 
-/**
- * What the launcher handed over, with the container's environment put back (for every program
- * denit runs: the supervisor's child and the job service's jobs get it, nothing else does);
- * null when denit was not started by the launcher.
- */
+/** What the launcher handed over, the container's environment put back; null without it. */
 export function readLaunch(): Launch | null {
   const variable = parseLaunchVariable(Deno.env.get(LAUNCH_VARIABLE));
   if (variable === null) return null;
@@ -91,11 +83,7 @@ export function readLaunch(): Launch | null {
   return { ...launch, restored: restoreEnvironment(launch) };
 }
 
-/**
- * Puts back the container's environment: the variables the launcher set for the runtime go,
- * those it moved out of the runtime's way come back byte for byte (setenv(3), so that a value
- * that is not UTF-8 stays as it was). Returns the names put back.
- */
+/** The launcher's variables go, the moved ones come back byte for byte; the names put back. */
 function restoreEnvironment(launch: Omit<Launch, "restored">): string[] {
   for (const name of launch.added) Deno.env.delete(name);
   const restored: string[] = [];
@@ -108,10 +96,7 @@ function restoreEnvironment(launch: Omit<Launch, "restored">): string[] {
   return restored;
 }
 
-/**
- * On a terminal the launcher lent the runtime a pipe as stderr: the real one comes back, and
- * the launcher's copier (this process's child) is told to copy what is left and end, and reaped.
- */
+/** On a terminal: the real stderr back from the launcher's pipe; its copier ends and is reaped. */
 export function takeBackStderr(launch: Launch): void {
   if (launch.stderr === null) return;
   libc.dup2(launch.stderr, 2);

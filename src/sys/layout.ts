@@ -1,10 +1,7 @@
 /**
- * Struct sizes, offsets and constants of glibc on 64-bit Linux, per architecture. The values
- * are the same on x86_64 and aarch64 except where `ARM64` picks: both are LP64 with the same
- * glibc structs; they differ in two open(2) flags (x86_64 uses asm-generic/fcntl.h, arm64 keeps
- * the 32-bit ARM values of asm/fcntl.h) and in system call numbers (arm64 uses the generic
- * asm-generic/unistd.h table). tests/layout_test.ts compiles a C program against the machine's
- * headers and compares; the arm64 column is checked against the kernel's headers in that test.
+ * Struct sizes, offsets and constants of glibc on 64-bit Linux. x86_64 and aarch64 share them
+ * (LP64, the same glibc structs) but for two open(2) flags and the system call numbers, which
+ * `ARM64` picks; tests/layout_test.ts checks them against the C headers.
  */
 
 const ARM64 = Deno.build.arch === "aarch64";
@@ -71,12 +68,7 @@ export interface ArchConstants {
   readonly setresgid: number;
 }
 
-/**
- * Per architecture. x86_64: asm-generic/fcntl.h and arch/x86/entry/syscalls/syscall_64.tbl;
- * aarch64: arch/arm64/include/uapi/asm/fcntl.h (the 32-bit ARM values) and
- * asm-generic/unistd.h. tests/layout_test.ts checks the running one against the C headers
- * and aarch64's numbers against asm-generic/unistd.h.
- */
+/** x86_64: asm-generic/fcntl.h, syscall_64.tbl; aarch64: asm/fcntl.h, asm-generic/unistd.h. */
 export const ARCH_CONSTANTS: Readonly<Record<"x86_64" | "aarch64", ArchConstants>> = Object.freeze({
   x86_64: Object.freeze({
     directory: 0o200000,

@@ -1,8 +1,7 @@
 /**
- * The job socket (`--jobs-socket`), which denit holds for its whole run: a listening Unix stream
- * socket, bound and made 0600 by denit before anyone can connect, and handed to every job
- * service it starts (at a fixed descriptor). A connection made while no service runs waits in
- * the socket's backlog, never refused; denit waits for the first one to start the service.
+ * The job socket (`--jobs-socket`), held by denit for its whole run: bound and made 0600 before
+ * anyone can connect, handed to each job service it starts. A connection made while no service
+ * runs waits in the backlog; the first one starts the service.
  */
 
 import { POLLFD, SOCKET, unixAddress } from "./layout.ts";
@@ -31,11 +30,7 @@ export class UnixListener {
     this.fd = fd;
   }
 
-  /**
-   * Binds `path` (made free by jobs/contract.ts), makes it 0600 (connect(2) needs write
-   * permission on the socket: only its owner may), then listens. Throws an Error that says which
-   * call failed.
-   */
+  /** Binds `path`, makes it 0600 (only its owner may connect), listens; throws naming the call. */
   static bind(path: string): UnixListener {
     const address = unixAddress(new TextEncoder().encode(path), false);
     const fd = libc.socket(SOCKET.AF_UNIX, SOCKET.STREAM | SOCKET.CLOEXEC, 0);
@@ -54,10 +49,7 @@ export class UnixListener {
     return new UnixListener(fd);
   }
 
-  /**
-   * Resolves once a connection waits to be accepted: true; false once the socket is closed.
-   * Waits on a thread of the runtime, not this one.
-   */
+  /** Resolves true once a connection waits (polled on a runtime thread), false once closed. */
   async connectionWaits(): Promise<boolean> {
     // Larger than V8 keeps on its heap: its address stays put while another thread polls it.
     const pollfd = new Uint8Array(64);

@@ -1,20 +1,15 @@
 /**
- * The runtime's executable is large, and start-up touches much of it: resident
- * file pages that count in this process's RSS, and so in the OOM killer's choice (its badness
- * is the RSS, file pages included), while they are the page cache of one file that every
- * container of an image shares. Once denit runs, they are mostly idle: dropping them from this
- * process's page tables (madvise MADV_DONTNEED) lowers its RSS and leaves them clean page cache
- * the kernel may reclaim first, so a child that grows past a memory limit, not denit, is the
- * OOM killer's pick. Only mappings the loader never writes are dropped: such a page comes back
- * from the file unchanged when it is used again, whereas a private page that was written
- * (relocations, RELRO) would lose what was written.
+ * The runtime's code pages that start-up touched count in this process's RSS, and so in the OOM
+ * killer's choice. Once denit runs they are mostly idle: dropping them from its page tables
+ * (MADV_DONTNEED) leaves them as clean page cache, so a child that grows past a memory limit,
+ * not denit, is the pick. Only mappings the loader never writes are dropped (a written private
+ * page would lose what was written).
  */
 
 import { libc } from "./symbols.ts";
 
 const MADV_DONTNEED = 4; // asm-generic/mman-common.h
 
-/** What one drop did: the mappings dropped. */
 export interface Drop {
   readonly mappings: number;
 }
@@ -38,10 +33,7 @@ export function droppableMappings(maps: string, executable: string): Array<[bigi
   return found;
 }
 
-/**
- * Drops the executable's resident clean pages from this process (see above); the work is done
- * on a thread of the runtime, not on the caller's.
- */
+/** Drops the executable's clean pages from this process, on a thread of the runtime. */
 export async function dropExecutablePages(): Promise<Drop> {
   const mappings = droppableMappings(
     await Deno.readTextFile("/proc/self/maps"),

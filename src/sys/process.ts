@@ -1,8 +1,4 @@
-/**
- * Process calls for the supervisor: spawn, wait, signal, prctl, limits. Typed wrappers over the
- * C library (symbols.ts); each reads errno right after its call and returns a discriminated
- * union.
- */
+/** Process calls: spawn, wait, signal, prctl, limits; errno is read right after each call. */
 
 import { FILE_ACTIONS_BYTES, O, RLIMIT, SIGINFO, SPAWNATTR_BYTES } from "./layout.ts";
 import {
@@ -38,7 +34,7 @@ export type ExitStatus =
   | { kind: "exited"; code: number }
   | { kind: "signaled"; signo: number; coreDumped: boolean };
 
-/** Decodes a raw wait status the way the sys/wait.h macros do. */
+/** A raw wait status, decoded as the sys/wait.h macros do. */
 export function decodeWaitStatus(raw: number): ExitStatus {
   const termsig = raw & 0x7f;
   if (termsig === 0) return { kind: "exited", code: (raw >> 8) & 0xff }; // WIFEXITED, WEXITSTATUS
@@ -70,11 +66,7 @@ export function lastReapedStatus(): ExitStatus {
 
 const peekInfo = new Uint8Array(SIGINFO.bytes);
 
-/**
- * True when this child has terminated and waits to be reaped: waitid(P_PID, pid, WEXITED |
- * WNOWAIT | WNOHANG), which reaps nothing. A timer that fires in the moment between the
- * child's end and its reaping must not act on a child that is gone (its status decides).
- */
+/** True when this child has terminated and waits to be reaped (waitid WNOWAIT: reaps nothing). */
 export function hasTerminated(pid: number): boolean {
   peekInfo.fill(0);
   if (libc.waitid(P_PID, pid, peekInfo, WEXITED | WNOWAIT | WNOHANG) !== 0) return false;
@@ -108,20 +100,15 @@ export function setParentDeathSignal(signo: number): CallResult {
 }
 
 /**
- * True when fd 0 is a terminal that is this process's controlling terminal. tcgetpgrp(3)
- * fails with ENOTTY otherwise; it returns 0 when the foreground group lives outside this PID
- * namespace (`unshare --pid` under a terminal owned by an outer session), which still means
- * the terminal is ours to hand to the child.
+ * True when fd 0 is this process's controlling terminal: tcgetpgrp(3) fails otherwise (0, a
+ * foreground group outside this PID namespace, still means it is ours to hand over).
  */
 export function isControllingTerminal(): boolean {
   if (!Deno.stdin.isTerminal()) return false;
   return libc.tcgetpgrp(0) >= 0;
 }
 
-/**
- * access(path, F_OK): whether the path exists (following links). No exception when it does not:
- * the first error a Deno call throws costs about half a millisecond.
- */
+/** access(path, F_OK): whether the path exists, without the cost of a thrown Deno error. */
 export function pathExists(path: string): boolean {
   return libc.access(cString(path), F_OK) === 0;
 }
@@ -141,7 +128,6 @@ function limitValue(value: bigint): number | null {
   return value === 0xffffffffffffffffn ? null : Number(value);
 }
 
-/** getrlimit(RLIMIT_NOFILE) of this process. */
 export function fileLimit(): FileLimit {
   const old = new BigUint64Array(RLIMIT.bytes / 8);
   libc.prlimit(0, RLIMIT_NOFILE, null, old);
@@ -168,7 +154,6 @@ export interface SpawnRequest {
   readonly environment?: readonly Uint8Array[];
 }
 
-/** Result of `spawn()`. */
 export type SpawnResult =
   | { kind: "spawned"; pid: number }
   | { kind: "failed"; errno: number; stage: "exec" | "foreground" };
@@ -233,10 +218,9 @@ function spawnAttributes(): Uint8Array<ArrayBuffer> {
 }
 
 /**
- * The file actions for a request, or null for none: the terminal hand-over, and each
- * [descriptor, target] pair copied to its target (dup2 clears close-on-exec on the copy; a
- * descriptor that is itself a target is first copied above every target, so that no copy
- * overwrites another's source). `copies` gets the descriptors to close after the spawn.
+ * The file actions for a request, or null: the terminal hand-over, and each [descriptor,
+ * target] pair dup2'd (a descriptor that is itself a target is first copied above every
+ * target); `copies` gets the descriptors to close after the spawn.
  */
 function fileActions(request: SpawnRequest, copies: number[]): Uint8Array<ArrayBuffer> | null {
   const pairs = request.descriptors ?? [];
@@ -281,7 +265,7 @@ export function spawn(request: SpawnRequest): SpawnResult {
       ? currentEnviron()
       : Deno.UnsafePointer.of(environment.pointers);
     const code = libc.posix_spawn(pid, path, actions, attr, argv.pointers, envp);
-    void environment; // its C strings must outlive posix_spawn
+    void environment; // its strings outlive posix_spawn
     if (code === 0) return { kind: "spawned", pid: pid[0] ?? 0 };
     // glibc reports a failed file action (here only tcsetpgrp, ENOTTY/EPERM) the same way.
     const stage = request.foregroundFd !== undefined &&
@@ -300,9 +284,8 @@ export function spawn(request: SpawnRequest): SpawnResult {
 }
 
 /**
- * NUL-terminated strings packed into one block, and a NULL-terminated `char *[]` over them,
- * both larger than V8 keeps on its heap (so they do not move while another thread reads them).
- * One block, whatever the count: cheap for a long argument list.
+ * C strings packed into one block and a NULL-terminated `char *[]` over them, both larger than
+ * V8 keeps on its heap (they do not move while another thread reads them).
  */
 function packStrings(strings: readonly Uint8Array[]): {
   block: Uint8Array<ArrayBuffer>;
@@ -323,9 +306,8 @@ function packStrings(strings: readonly Uint8Array[]): {
 }
 
 /**
- * Runs a helper (as spawn() does) whose stdout is a pipe, and reads that to its end; the helper
- * exits at once (what it starts writes a line and closes the pipe), and is reaped then. For the
- * job service's keepers, which leave it at once (launch/keep.c). The text, or -errno.
+ * Spawns a helper with a pipe as its stdout, reads that to its end and reaps the helper, which
+ * exits at once (the jobs' keepers, launch/keep.c): the text, or -errno.
  */
 export function spawnAndRead(request: SpawnRequest): string | number {
   const fds = new Int32Array(2);

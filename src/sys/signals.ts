@@ -1,7 +1,6 @@
 /**
- * Signals read, not caught: denit's launcher blocked them in every thread before the runtime
- * started, so the kernel keeps each one pending until it is read from a signalfd here. The wait
- * runs on a thread of the runtime (poll); the reads are nonblocking, on the caller's thread.
+ * Signals read, not caught: the launcher blocked them in every thread, so each stays pending
+ * until read from a signalfd here; the wait (poll) runs on a thread of the runtime.
  */
 
 import { POLLFD, SIGNALFD_SIGINFO, SIGSET_BYTES } from "./layout.ts";
@@ -11,7 +10,6 @@ const SFD_NONBLOCK = 0o4000; // sys/signalfd.h (O_NONBLOCK)
 const SFD_CLOEXEC = 0o2000000; // sys/signalfd.h (O_CLOEXEC)
 const SIG_BLOCK = 0; // bits/sigaction.h
 const POLLIN = 0x1; // poll.h
-/** Signals taken by one read. */
 const READ_BATCH = 64;
 
 /** sigset_t, a bit array (bit N-1 for signal N), holding `signos`. */
@@ -46,7 +44,6 @@ export function unblockable(signos: readonly number[]): number[] {
 
 function ignore(): void {}
 
-/** A signalfd over a set of blocked signals. */
 export class SignalReader {
   readonly #fd: number;
   // Larger than V8 keeps on its heap: their addresses stay put while another thread uses them.
@@ -55,11 +52,9 @@ export class SignalReader {
   readonly #view = new DataView(this.#buffer.buffer);
 
   /**
-   * Opens a signalfd for `signos`; throws with errno's message. The runtime starts a thread of
-   * its own at the first signal listener (and unasked, for SIGUSR1, half a second into a run):
-   * one listener, at once, makes it now, before a child can take the last task of a pids limit
-   * (the runtime aborts when it cannot start a thread). Its handlers never run: every thread
-   * blocks these signals.
+   * Opens a signalfd for `signos`; throws with errno's message. One signal listener makes the
+   * runtime start its signal thread now (it would at SIGUSR1 anyway), before a child can take
+   * the last task of a pids limit: the runtime aborts when it cannot start a thread.
    */
   constructor(signos: Iterable<number>) {
     Deno.addSignalListener("SIGUSR1", ignore);
@@ -71,10 +66,7 @@ export class SignalReader {
     view.setInt16(POLLFD.events, POLLIN, true);
   }
 
-  /**
-   * Resolves once a signal is pending, or after `timeoutMs` (-1: no bound; 0: at once, which
-   * still lets the event loop turn). A failed poll resolves too: the next take() finds nothing.
-   */
+  /** Resolves once a signal is pending, or after `timeoutMs` (-1: never; 0: a turn of the loop). */
   async wait(timeoutMs = -1): Promise<void> {
     await libc.poll(this.#pollfd, 1n, timeoutMs);
   }

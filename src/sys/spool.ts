@@ -1,7 +1,4 @@
-/**
- * Files in a directory another process may share (the job spool): never opened through a link.
- * Typed wrappers over the C library.
- */
+/** Files in a directory other processes share (the job spool): never opened through a link. */
 
 import { O } from "./layout.ts";
 import { closeFd, cString, Errno, errno, errnoMessage, libc } from "./symbols.ts";
@@ -19,10 +16,7 @@ function writeAll(fd: number, bytes: Uint8Array<ArrayBuffer>): number {
   return 0;
 }
 
-/**
- * Replaces `path` whole: `bytes` go to `path.new` (opened without following a link, mode 0600),
- * which is then renamed over it. Throws with errno's message.
- */
+/** Replaces `path` whole (`path.new`, mode 0600, renamed over it); throws with errno's message. */
 export function replaceFile(path: string, bytes: Uint8Array<ArrayBuffer>): void {
   const flags = O.WRONLY | O.CREAT | O_TRUNC | O.CLOEXEC | O.NOFOLLOW;
   const fd = libc.open(cString(`${path}.new`), flags, 0o600);

@@ -1,14 +1,9 @@
 /**
- * The only `Deno.dlopen` in denit: the C library's symbols, each declared once in
- * LIBC_SYMBOLS as a C header lists them, and `libc`, through which every module calls them.
- * A function is bound when it is first called, after one lookup of its group's addresses
- * (openLibc): binding them all at load costs start time (bench/NOTES.md).
+ * The only `Deno.dlopen` in denit: the C library's symbols, declared once each as a C header
+ * lists them, in groups, and `libc`, through which every module calls them.
  */
 
-/**
- * What every start of the supervisor calls (spawn, wait, signals, limits, the command lookup,
- * errno): looked up together on the first call of any of them.
- */
+/** What every start of the supervisor calls: looked up at load. */
 const START_SYMBOLS = {
   posix_spawn: {
     parameters: [
@@ -160,10 +155,7 @@ const MEMORY_SYMBOLS = {
   madvise: { parameters: ["usize", "usize", "i32"], result: "i32", nonblocking: true },
 } as const satisfies Deno.ForeignLibraryInterface;
 
-/**
- * Every C function and variable denit calls, in groups: a group's addresses are looked up
- * together, on the first use of any of its members (openLibc).
- */
+/** A group's addresses are looked up together, at the first use of any of its members. */
 const GROUPS = [
   START_SYMBOLS,
   PROCESS_SYMBOLS,
@@ -174,7 +166,6 @@ const GROUPS = [
   MEMORY_SYMBOLS,
 ] as const;
 
-/** Every C function and variable denit calls, each declared once as a C header lists it. */
 export const LIBC_SYMBOLS = {
   ...START_SYMBOLS,
   ...PROCESS_SYMBOLS,
@@ -188,7 +179,6 @@ export const LIBC_SYMBOLS = {
 /** The C library's functions and variables as Deno binds them. */
 export type Libc = Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
 
-/** The C library's soname on glibc systems. */
 const LIBC = "libc.so.6";
 
 function cannotLoad(err: unknown): Error {
@@ -199,7 +189,6 @@ function cannotLoad(err: unknown): Error {
 /** Calls through the generic path before a symbol gets a compiled trampoline of its own. */
 const CALLS_BEFORE_COMPILING = 64;
 
-/** What a definition may carry besides its types. */
 interface Named {
   readonly name?: string;
   readonly optional?: boolean;
@@ -224,11 +213,10 @@ function lookUp(group: Deno.ForeignLibraryInterface): Record<string, Deno.Pointe
 }
 
 /**
- * One symbol, bound at its address: a function is called through it (`Deno.UnsafeFnPointer`,
- * a few microseconds a call) until it has been called CALLS_BEFORE_COMPILING times (waitpid
- * in a storm of orphans, kill while forwarding), then through a compiled trampoline that
- * `replace` puts in its place. A variable (environ) is its address; an optional function
- * missing from this C library is null.
+ * One symbol at its address: a function is called through `Deno.UnsafeFnPointer` (a few
+ * microseconds a call) until its CALLS_BEFORE_COMPILING-th call, then through a compiled
+ * trampoline that `replace` puts in its place. A variable is its address; an optional function
+ * this C library lacks is null.
  */
 function bind(
   key: string,
@@ -251,15 +239,10 @@ function bind(
 }
 
 /**
- * The C library, at the price of what a program calls: `Deno.dlopen` compiles a call
- * trampoline for every function it names (at start: bench/NOTES.md), and most of
- * denit's functions are called once or never in a run. A function is bound on its first use
- * (bind), after one lookup of its group's addresses (far cheaper than a `Deno.dlopen` per
- * symbol). The table is a Proxy over what is bound so far:
- * nothing is set up per symbol at load. The start group is looked up at load, which opens the
- * library too (one `Deno.dlopen`, where an empty one to check the library came first): a
- * module that imports this one fails to load, with one Error and its cause, where there is no
- * C library.
+ * The C library at the price of what a run calls: `Deno.dlopen` compiles a trampoline for
+ * every function it names, and most are called once or never. A Proxy binds each on its first
+ * use. The start group is looked up at load: without a C library, a module that imports this
+ * one fails to load with one Error and its cause.
  */
 function openLibc(): Libc {
   const addresses = new Map<Deno.ForeignLibraryInterface, Record<string, Deno.PointerValue>>();
@@ -285,7 +268,7 @@ function openLibc(): Libc {
   }) as Libc;
 }
 
-/** The C library's functions (see openLibc); per thread, as every module is. */
+/** Per thread, as every module is. */
 export const libc: Libc = openLibc();
 
 /** A NUL-terminated copy of a string (its UTF-8) or of raw bytes: a C string. */
@@ -296,10 +279,7 @@ export function cString(value: string | Uint8Array): Uint8Array<ArrayBuffer> {
   return out;
 }
 
-/**
- * close(2). On Linux the descriptor is released even when close reports an error (EINTR
- * included): there is nothing to retry, and nothing a caller could do with the error.
- */
+/** close(2): Linux releases the descriptor even when it reports an error; nothing to retry. */
 export function closeFd(fd: number): void {
   libc.close(fd);
 }
@@ -327,10 +307,7 @@ export const Errno = Object.freeze({
   ENOTSUP: 95,
 });
 
-/**
- * The calling thread's errno (`__errno_location()`); call right after the failing call, on the
- * same thread (each worker thread opens the table for itself: modules are per thread).
- */
+/** The calling thread's errno: read right after the failing call, on the same thread. */
 export function errno(): number {
   const pointer = libc.__errno_location();
   return pointer === null ? 0 : new Deno.UnsafePointerView(pointer).getInt32();
