@@ -34,12 +34,12 @@ export interface SuperviseContext {
   readonly trap?: (point: FaultPoint) => void;
 }
 
+/** An error's first line, in words for the three a bind meets most. */
 function describe(err: unknown): string {
   if (err instanceof Deno.errors.AddrNotAvailable) return "address not available on this host";
   if (err instanceof Deno.errors.AddrInUse) return "address already in use";
   if (err instanceof Deno.errors.PermissionDenied) return "permission denied";
-  if (!(err instanceof Error)) return String(err);
-  return err.message.split("\n")[0] ?? "";
+  return errorLine(err);
 }
 
 /** What ps and top show: "denit", not the runtime's "deno". */
