@@ -4,6 +4,7 @@
  * limit so that the OOM killer does not pick denit for them.
  */
 
+import { quietDelay } from "../common/delay.ts";
 import { errorLine } from "../common/errors.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGKILL } from "../common/signals.ts";
@@ -15,10 +16,13 @@ import {
   readOomGroup,
   readOomKills,
 } from "../sys/cgroup.ts";
+import { dropExecutablePages, trimHeap } from "../sys/memory.ts";
 import type { ExitStatus } from "../sys/process.ts";
 import { OomLedger } from "./cause.ts";
 import { isEnding } from "./leftovers.ts";
 
+/** A run this short ends before its heap is trimmed: a start pays nothing for it. */
+const TRIM_AFTER_MS = 100;
 /** How often the OOM-kill count is read while a reaped process's rise may still come. */
 const OOM_SETTLE_POLL_MS = 10;
 
@@ -29,7 +33,6 @@ export class MemoryWatch {
   /** The counts taken while the child lived: its SIGKILL is an OOM kill only if one rose since. */
   readonly #ledger = new OomLedger();
   #facts: MemoryFacts | null = null;
-  #pages: Promise<typeof import("../sys/memory.ts")> | null = null;
   #closed = false;
 
   constructor(log: Logger) {
@@ -55,7 +58,7 @@ export class MemoryWatch {
 
   /**
    * The child runs: its oom_score_adj, the facts for /status, a warn line where memory.oom.group
-   * kills denit with the child, and at once the runtime's idle code pages.
+   * kills denit with the child, the idle code pages at once, and soon the start's freed heap.
    */
   childStarted(pid: number, oomScoreAdj: number | null): void {
     if (oomScoreAdj !== null) {
@@ -78,6 +81,14 @@ export class MemoryWatch {
       }
     }
     void this.dropCodePages();
+    void this.#trimAfterStart();
+  }
+
+  /** Once the start is over: what it freed, which glibc keeps (0.3-0.5 MiB), back to the kernel. */
+  async #trimAfterStart(): Promise<void> {
+    await quietDelay(TRIM_AFTER_MS);
+    if (this.#closed || !await trimHeap()) return;
+    this.#log.debug("gave the start's freed heap back (malloc_trim)");
   }
 
   /** For /status: the cgroup's version and oom.group, and its limit as it is now. */
@@ -115,9 +126,7 @@ export class MemoryWatch {
     // Without a memory limit there is no OOM killer's choice to steer.
     if (this.#closed || !(urgent || this.#limit() !== null)) return;
     try {
-      // Loaded on first use: a short run never pays for it.
-      const memory = await (this.#pages ??= import("../sys/memory.ts"));
-      const drop = await memory.dropExecutablePages();
+      const drop = await dropExecutablePages();
       this.#log.debug("dropped the runtime's idle code pages", { mappings: drop.mappings });
     } catch (err: unknown) {
       // Only memory stays as it was: nothing else depends on it.

@@ -33,6 +33,14 @@ export function droppableMappings(maps: string, executable: string): Array<[bigi
   return found;
 }
 
+/**
+ * The heap's free pages back to the kernel (malloc_trim(0), on a thread of the runtime): what a
+ * start allocated and freed, which glibc would otherwise keep; true if any went back.
+ */
+export async function trimHeap(): Promise<boolean> {
+  return await libc.malloc_trim(0n) === 1;
+}
+
 /** Drops the executable's clean pages from this process, on a thread of the runtime. */
 export async function dropExecutablePages(): Promise<Drop> {
   const mappings = droppableMappings(

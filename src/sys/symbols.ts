@@ -39,6 +39,8 @@ const START_SYMBOLS = {
   // int pthread_sigmask(int how, const sigset_t *set, sigset_t *oldset): this thread's mask.
   pthread_sigmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
+  // int malloc_trim(size_t pad): free heap pages back to the kernel, on a thread of the runtime.
+  malloc_trim: { parameters: ["usize"], result: "i32", nonblocking: true },
   // errno and its message
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
 } as const satisfies Deno.ForeignLibraryInterface;
