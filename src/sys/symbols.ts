@@ -39,8 +39,6 @@ const START_SYMBOLS = {
   // int pthread_sigmask(int how, const sigset_t *set, sigset_t *oldset): this thread's mask.
   pthread_sigmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
-  // int malloc_trim(size_t pad): free heap pages back to the kernel, on a thread of the runtime.
-  malloc_trim: { parameters: ["usize"], result: "i32", nonblocking: true },
   // errno and its message
   __errno_location: { parameters: [], result: "pointer" }, // int *(void)
 } as const satisfies Deno.ForeignLibraryInterface;
@@ -150,8 +148,10 @@ const SOCKET_SYMBOLS = {
   shutdown: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int how
 } as const satisfies Deno.ForeignLibraryInterface;
 
-/** The runtime's resident code pages. */
+/** Memory given back once the child runs: the heap's free pages, the runtime's code pages. */
 const MEMORY_SYMBOLS = {
+  // int malloc_trim(size_t pad): free heap pages back to the kernel, on a thread of the runtime.
+  malloc_trim: { parameters: ["usize"], result: "i32", nonblocking: true },
   // int madvise(void *addr, size_t length, int advice): addresses from /proc/self/maps. On a
   // thread of the runtime: zapping the runtime's page tables takes a while.
   madvise: { parameters: ["usize", "usize", "i32"], result: "i32", nonblocking: true },
