@@ -3,13 +3,12 @@
  * every zombie, stops what is left over, and exits with the child's status.
  *
  * The entry, started by denit's launcher (launch/denit.c): takes what the launcher handed
- * over, dispatches to a program, exits with its code. It is also the module of denit's worker
- * threads, which it dispatches by name.
+ * over, dispatches to a program, exits with its code. It is also the module of denit's one
+ * worker thread, the spawner of `--user`.
  *
  * @module
  */
 
-import { SPAWN_WORKER_NAME, workerName } from "./src/common/workers.ts";
 import { ExitCode } from "./src/common/exit_codes.ts";
 import type { Launch } from "./src/sys/launch.ts";
 
@@ -106,8 +105,7 @@ export async function main(launch: Launch | null): Promise<number> {
   });
 }
 
-const worker = workerName();
-if (worker === SPAWN_WORKER_NAME) {
+if ("WorkerGlobalScope" in globalThis) {
   await (await import("./src/supervise/spawner.ts")).serveSpawns();
 } else if (import.meta.main) {
   const { readLaunch, takeBackStderr } = await import("./src/sys/launch.ts");

@@ -55,7 +55,7 @@
 
 extern char **environ;
 
-/* Signals that stay with the runtime (src/supervise/signals.ts, action "never"). */
+/* Signals that stay with the runtime (src/common/signals.ts, action "never"). */
 static const int NEVER[] = {SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGKILL, SIGSEGV, SIGSTOP,
                             SIGSYS};
 /* Ignored while denit runs (action "ignore"). */

@@ -19,7 +19,7 @@ import {
   Running,
   waitUntil,
 } from "./helpers.ts";
-import { READ_SIGNALS } from "../src/supervise/signals.ts";
+import { READ_SIGNALS } from "../src/common/signals.ts";
 
 /** A /proc/PID/status mask ("SigBlk" and the like) as signal numbers. */
 function mask(pid: number | string, field: string, task = pid): Set<number> {

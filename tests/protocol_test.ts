@@ -6,7 +6,7 @@
 
 import { assertEquals, assertOk } from "./assert.ts";
 import { DENIT, ROOT, run } from "./helpers.ts";
-import { SIGNAL_TABLE, type SignalAction } from "../src/supervise/signals.ts";
+import { SIGNAL_TABLE, type SignalAction } from "../src/common/signals.ts";
 import {
   CANCEL_SIGNAL,
   KEEPER_STARTED,

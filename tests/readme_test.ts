@@ -2,7 +2,7 @@
 
 import { assertEquals, assertOk } from "./assert.ts";
 import { ExitCode } from "../src/common/exit_codes.ts";
-import { SIGNAL_TABLE } from "../src/supervise/signals.ts";
+import { SIGNAL_TABLE } from "../src/common/signals.ts";
 import { VERSION } from "../src/common/version.ts";
 import { DENIT, DOCUMENTATION, ROOT, run } from "./helpers.ts";
 import { HELP, OPTIONS, VARIABLES } from "../src/supervise/cli.ts";
@@ -168,14 +168,14 @@ Deno.test("docs' /status fields are the document's fields", () => {
       jobs: { running: 1, started: 2, succeeded: 1, failed: 0, cancelled: 0 },
     }),
     settings: {
-      graceMs: null,
-      killAfterMs: 3000,
-      shutdownDelayMs: 0,
+      graceSeconds: null,
+      killAfterSeconds: 3,
+      shutdownDelaySeconds: 0,
       drainWhile: "jobs",
-      orphanGraceMs: null,
-      timeoutMs: null,
+      killOrphansSeconds: null,
+      timeoutSeconds: null,
       user: null,
-      readyWhen: { kind: "notify" as const },
+      readyWhen: "notify",
       waitDescendants: false,
       stopSignal: "SIGUSR1",
     },

@@ -16,7 +16,7 @@ import {
   Running,
   staticFixture,
 } from "./helpers.ts";
-import { SIGNAL_TABLE } from "../src/supervise/signals.ts";
+import { SIGNAL_TABLE } from "../src/common/signals.ts";
 
 // SIGTERM ends the echo child; SIGTSTP and SIGCONT would stop and resume it if not caught.
 const EACH = SIGNAL_TABLE.filter((row) => row.action === "forward").map((row) => row.name)

@@ -1,44 +1,68 @@
-/** Linux signal names and numbers (x86_64 and aarch64 share them), parsed and printed. */
+/**
+ * Linux signals (x86_64 and aarch64 share them): names and numbers, parsed and printed, and the
+ * signal policy, one row per signal 1..31: what denit does with it, and why; 34..64 are
+ * forwarded. The launcher applies it before the runtime starts: what is forwarded, and SIGCHLD,
+ * is blocked and read from a signalfd; what is ignored is SIG_IGN.
+ */
+
+/** What denit does with a signal it receives. */
+export type SignalAction = "forward" | "ignore" | "never";
+
+const CRASH = "a crash signal the kernel raises in denit itself; forwarding it would be a lie";
+
+/** Signals 1..31 in order: name, action, why. */
+const ROWS = [
+  ["SIGHUP", "forward", "reload or hang-up request for the app"],
+  ["SIGINT", "forward", "stop request (Ctrl-C, docker kill)"],
+  ["SIGQUIT", "forward", "stop request (graceful stop for nginx)"],
+  ["SIGILL", "never", CRASH],
+  ["SIGTRAP", "never", CRASH],
+  ["SIGABRT", "never", CRASH],
+  ["SIGBUS", "never", CRASH],
+  ["SIGFPE", "never", CRASH],
+  ["SIGKILL", "never", "cannot be caught"],
+  ["SIGUSR1", "forward", "application-defined"],
+  ["SIGSEGV", "never", CRASH],
+  ["SIGUSR2", "forward", "application-defined"],
+  ["SIGPIPE", "ignore", "denit's own write to a closed stderr pipe; never a request for the child"],
+  ["SIGALRM", "forward", "application-defined timer"],
+  ["SIGTERM", "forward", "the stop request of docker and kubelet"],
+  ["SIGSTKFLT", "forward", "unused by the kernel; pass it on"],
+  ["SIGCHLD", "never", "denit's own child notification"],
+  ["SIGCONT", "forward", "resume a stopped child"],
+  ["SIGSTOP", "never", "cannot be caught"],
+  ["SIGTSTP", "forward", "stop request for the child's job"],
+  ["SIGTTIN", "ignore", "background-read stop; ignored so that its terminal never stops denit"],
+  ["SIGTTOU", "ignore", "background-write stop; ignored so that tcsetpgrp never stops denit"],
+  ["SIGURG", "forward", "application-defined (out-of-band data)"],
+  ["SIGXCPU", "forward", "CPU limit notice meant for the app"],
+  ["SIGXFSZ", "forward", "file size limit notice for the app"],
+  ["SIGVTALRM", "forward", "application-defined timer"],
+  ["SIGPROF", "ignore", "the profiling timer of whoever gets it (V8's sampler uses it in denit)"],
+  ["SIGWINCH", "forward", "terminal resized"],
+  ["SIGIO", "forward", "application-defined (async I/O)"],
+  ["SIGPWR", "forward", "power failure notice"],
+  ["SIGSYS", "never", CRASH],
+] as const satisfies ReadonlyArray<readonly [Deno.Signal, SignalAction, string]>;
 
 /** Signals 1..31 by number: index N-1 holds signal N's name. */
-export const SIGNAL_NAMES = Object.freeze(
-  [
-    "SIGHUP",
-    "SIGINT",
-    "SIGQUIT",
-    "SIGILL",
-    "SIGTRAP",
-    "SIGABRT",
-    "SIGBUS",
-    "SIGFPE",
-    "SIGKILL",
-    "SIGUSR1",
-    "SIGSEGV",
-    "SIGUSR2",
-    "SIGPIPE",
-    "SIGALRM",
-    "SIGTERM",
-    "SIGSTKFLT",
-    "SIGCHLD",
-    "SIGCONT",
-    "SIGSTOP",
-    "SIGTSTP",
-    "SIGTTIN",
-    "SIGTTOU",
-    "SIGURG",
-    "SIGXCPU",
-    "SIGXFSZ",
-    "SIGVTALRM",
-    "SIGPROF",
-    "SIGWINCH",
-    "SIGIO",
-    "SIGPWR",
-    "SIGSYS",
-  ] as const satisfies readonly Deno.Signal[],
-);
+export const SIGNAL_NAMES = Object.freeze(ROWS.map(([name]) => name));
 
 /** A name of SIGNAL_NAMES. */
-export type SignalName = typeof SIGNAL_NAMES[number];
+export type SignalName = typeof ROWS[number][0];
+
+/** One row of the policy table. */
+export interface SignalPolicy {
+  readonly name: SignalName;
+  readonly signo: number;
+  readonly action: SignalAction;
+  readonly why: string;
+}
+
+/** The policy table. */
+export const SIGNAL_TABLE: readonly SignalPolicy[] = Object.freeze(
+  ROWS.map(([name, action, why], i) => Object.freeze({ name, signo: i + 1, action, why })),
+);
 
 /** The stop requests (docker, Ctrl-C, nginx's QUIT): each starts --grace and --shutdown-delay. */
 export const STOP_SIGNALS: readonly SignalName[] = ["SIGTERM", "SIGINT", "SIGQUIT"];
@@ -81,3 +105,12 @@ export function parseSignal(text: string): number {
   if (index < 0) throw new RangeError(`Invalid signal "${text}": unknown name`);
   return index + 1;
 }
+
+/** The signals denit forwards: the rows whose action is "forward", and the real-time ones. */
+export const FORWARDED: readonly number[] = Object.freeze([
+  ...SIGNAL_TABLE.filter((row) => row.action === "forward").map((row) => row.signo),
+  ...Array.from({ length: SIGRTMAX - SIGRTMIN + 1 }, (_, i) => SIGRTMIN + i),
+]);
+
+/** What the launcher blocked and denit reads: the forwarded signals and SIGCHLD. */
+export const READ_SIGNALS: readonly number[] = Object.freeze([...FORWARDED, SIGCHLD]);

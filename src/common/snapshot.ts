@@ -58,23 +58,8 @@ export interface Snapshot {
   readonly jobs: JobCounts | null;
 }
 
-/** The settings observers show (/status): fixed for the run. */
-export interface SupervisorSettings {
-  readonly graceMs: number | null;
-  readonly killAfterMs: number;
-  readonly shutdownDelayMs: number;
-  /** `--drain-while` as given; null: none. */
-  readonly drainWhile: string | null;
-  /** `--kill-orphans`: the time between its SIGTERM and SIGKILL; null: off. */
-  readonly orphanGraceMs: number | null;
-  readonly timeoutMs: number | null;
-  /** `--user` as given. */
-  readonly user: string | null;
-  readonly readyWhen: ReadyCheck | null;
-  readonly waitDescendants: boolean;
-  /** `--stop-signal` by name ("SIGUSR1"); null: TERM, INT and QUIT only. */
-  readonly stopSignal: string | null;
-}
+/** /status's "settings": the options as given (durations in seconds), fixed for the run. */
+export type StatusSettings = Readonly<Record<string, string | number | boolean | null>>;
 
 /** Where a snapshot comes from. */
 export interface SnapshotSource {
@@ -92,5 +77,9 @@ export interface HealthHandle {
 export type HealthStarter = (
   address: ListenAddress,
   source: SnapshotSource,
-  options: { supervisorStartedAtMs: number; settings: SupervisorSettings },
+  options: {
+    supervisorStartedAtMs: number;
+    settings: StatusSettings;
+    readyWhen: ReadyCheck | null;
+  },
 ) => Promise<HealthHandle>;

@@ -4,13 +4,8 @@
  */
 
 import type { ListenAddress } from "../common/address.ts";
-import { formatReadyCheck } from "../common/ready.ts";
-import type {
-  HealthHandle,
-  Snapshot,
-  SnapshotSource,
-  SupervisorSettings,
-} from "../common/snapshot.ts";
+import type { ReadyCheck } from "../common/ready.ts";
+import type { HealthHandle, Snapshot, SnapshotSource, StatusSettings } from "../common/snapshot.ts";
 import { VERSION } from "../common/version.ts";
 import { type ProcessStats, ProcessStatsCache } from "./proc_stats.ts";
 import type { Readiness, ReadyView } from "./readiness.ts";
@@ -22,7 +17,7 @@ export interface HealthSource extends SnapshotSource {
   /** This process's figures for the `process_*` metrics. */
   processStats(): ProcessStats;
   /** The settings /status shows. */
-  readonly settings: SupervisorSettings;
+  readonly settings: StatusSettings;
   /** `--ready-when`'s latest result; null without it. */
   readiness(): ReadyView | null;
 }
@@ -113,7 +108,7 @@ export function statusDocument(source: HealthSource, nowMs: number): Record<stri
     memory: s.memory,
     jobs: s.jobs,
     readiness: readinessDocument(source),
-    settings: settingsDocument(source.settings),
+    settings: source.settings,
   };
 }
 
@@ -132,22 +127,6 @@ function readinessDocument(source: HealthSource): Record<string, unknown> | null
     checkedAt: iso(view.checkedAtMs),
     status: view.status,
     ignored: view.ignored,
-  };
-}
-
-function settingsDocument(settings: SupervisorSettings): Record<string, unknown> {
-  const seconds = (ms: number | null) => ms === null ? null : ms / 1000;
-  return {
-    graceSeconds: seconds(settings.graceMs),
-    killAfterSeconds: seconds(settings.killAfterMs),
-    shutdownDelaySeconds: seconds(settings.shutdownDelayMs),
-    drainWhile: settings.drainWhile,
-    killOrphansSeconds: seconds(settings.orphanGraceMs),
-    timeoutSeconds: seconds(settings.timeoutMs),
-    user: settings.user,
-    readyWhen: settings.readyWhen === null ? null : formatReadyCheck(settings.readyWhen),
-    waitDescendants: settings.waitDescendants,
-    stopSignal: settings.stopSignal,
   };
 }
 
@@ -274,7 +253,11 @@ function listen(address: ListenAddress, handler: ConstructorParameters<typeof Ht
 export async function startHealth(
   address: ListenAddress,
   supervisor: SnapshotSource,
-  options: { supervisorStartedAtMs: number; settings: SupervisorSettings },
+  options: {
+    supervisorStartedAtMs: number;
+    settings: StatusSettings;
+    readyWhen: ReadyCheck | null;
+  },
 ): Promise<HealthHandle> {
   const stats = new ProcessStatsCache();
   let ready: Readiness | null = null;
@@ -286,11 +269,11 @@ export async function startHealth(
     readiness: () => ready?.view() ?? null,
   };
   const server = listen(address, (request) => route(source, request));
-  if (options.settings.readyWhen !== null) {
+  if (options.readyWhen !== null) {
     try {
       // Loaded only for --ready-when; notify binds its socket here, before the child starts.
       const { Readiness } = await import("./readiness.ts");
-      ready = await Readiness.start(options.settings.readyWhen, () => supervisor.snapshot().pid);
+      ready = await Readiness.start(options.readyWhen, () => supervisor.snapshot().pid);
     } catch (err: unknown) {
       server.close();
       throw err;

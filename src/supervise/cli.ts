@@ -23,8 +23,7 @@ import {
 import { parseDuration } from "../common/duration.ts";
 import { UsageError } from "../common/errors.ts";
 import { LOG_LEVELS, type LogFormat, type LogLevel } from "../common/log.ts";
-import { parseSignal, signalName } from "../common/signals.ts";
-import { FORWARDED, SIGNAL_TABLE } from "./signals.ts";
+import { FORWARDED, parseSignal, SIGNAL_TABLE, signalName } from "../common/signals.ts";
 
 /** The child's soft limit of open files: as the runtime left it, the hard limit, or a number. */
 export type FileLimitSetting =

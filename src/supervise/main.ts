@@ -1,7 +1,7 @@
 /** The supervising program: parse, then supervise (the entry hands in the health endpoint). */
 
 import { formatAddress } from "../common/address.ts";
-import { formatDrainCheck } from "../common/ready.ts";
+import { formatDrainCheck, formatReadyCheck } from "../common/ready.ts";
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import {
@@ -16,8 +16,7 @@ import {
 import type { HealthHandle, HealthStarter } from "../common/snapshot.ts";
 import type { Launch } from "../sys/launch.ts";
 import { blockedSignals, SignalReader, unblockable } from "../sys/signals.ts";
-import { READ_SIGNALS } from "./signals.ts";
-import { signalName } from "../common/signals.ts";
+import { READ_SIGNALS, signalName } from "../common/signals.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, OPTIONS, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { FaultPoint, Supervisor } from "./supervisor.ts";
@@ -219,20 +218,22 @@ async function startHealth(
 ): Promise<HealthHandle | null> {
   if (config.health === null) return null;
   const start = await context.loadHealth();
+  const seconds = (ms: number | null) => ms === null ? null : ms / 1000;
   const server = await start(config.health, supervisor, {
     supervisorStartedAtMs: Date.now() - performance.now(),
     settings: {
-      graceMs: config.graceMs,
-      killAfterMs: config.killAfterMs,
-      shutdownDelayMs: config.shutdownDelayMs,
+      graceSeconds: seconds(config.graceMs),
+      killAfterSeconds: seconds(config.killAfterMs),
+      shutdownDelaySeconds: seconds(config.shutdownDelayMs),
       drainWhile: config.drainWhile === null ? null : formatDrainCheck(config.drainWhile),
-      orphanGraceMs: config.orphanGraceMs,
-      timeoutMs: config.timeoutMs,
+      killOrphansSeconds: seconds(config.orphanGraceMs),
+      timeoutSeconds: seconds(config.timeoutMs),
       user: config.user,
-      readyWhen: config.readyWhen,
+      readyWhen: config.readyWhen === null ? null : formatReadyCheck(config.readyWhen),
       waitDescendants: config.waitDescendants,
       stopSignal: config.stopSignal === null ? null : signalName(config.stopSignal),
     },
+    readyWhen: config.readyWhen,
   });
   log.info("health endpoint listening", { address: formatAddress(config.health) });
   return server;

@@ -232,51 +232,32 @@ export function listDirectory(fd: number): Outcome<DirEntry[]> {
   }
 }
 
-const offsets = new BigInt64Array(2);
-
-/** copy_file_range(2) of up to `length` bytes at explicit offsets; 0 at end of input. */
-function copyRangeAt(input: number, output: number, at: number, length: number): Outcome<number> {
-  offsets[0] = BigInt(at);
-  offsets[1] = BigInt(at);
-  const n = Number(
-    libc.copy_file_range(
-      input,
-      offsets.subarray(0, 1),
-      output,
-      offsets.subarray(1, 2),
-      BigInt(length),
-      0,
-    ),
-  );
-  return n >= 0 ? { ok: true, value: n } : { ok: false, errno: errno() };
-}
-
-/** The same on a thread of the runtime: the event loop goes on meanwhile. */
-async function copyRangeAtOnThread(
+/**
+ * copy_file_range(2) of up to `length` bytes at `at` in both files; 0 at end of input. On a
+ * thread of the runtime (`onThread`) the event loop goes on meanwhile, but errno cannot be read
+ * there: a failure reads as errno 0, and the caller repeats the call here to learn it.
+ */
+async function copyRangeAt(
   input: number,
   output: number,
   at: number,
   length: number,
+  onThread: boolean,
 ): Promise<Outcome<number>> {
   const place = new BigInt64Array([BigInt(at), BigInt(at)]);
+  const [from, to, size] = [place.subarray(0, 1), place.subarray(1, 2), BigInt(length)];
   const n = Number(
-    await libc.copy_file_range_blocking(
-      input,
-      place.subarray(0, 1),
-      output,
-      place.subarray(1, 2),
-      BigInt(length),
-      0,
-    ),
+    onThread
+      ? await libc.copy_file_range_blocking(input, from, output, to, size, 0)
+      : libc.copy_file_range(input, from, output, to, size, 0),
   );
-  // errno cannot be read across threads: the caller repeats a failed call here to learn it.
-  return n >= 0 ? { ok: true, value: n } : { ok: false, errno: 0 };
+  return n >= 0 ? { ok: true, value: n } : { ok: false, errno: onThread ? 0 : errno() };
 }
 
 function sendAt(input: number, output: number, at: number, length: number): Outcome<number> {
   libc.lseek(output, BigInt(at), SEEK_SET);
-  offsets[0] = BigInt(at);
-  return outcome(Number(libc.sendfile(output, input, offsets.subarray(0, 1), BigInt(length))));
+  const offset = new BigInt64Array([BigInt(at)]);
+  return outcome(Number(libc.sendfile(output, input, offset, BigInt(length))));
 }
 
 export interface DataOptions {
@@ -323,10 +304,10 @@ export async function copyData(
       const wanted = Math.min(end - at, options.threadChunk);
       let result = useSendfile
         ? sendAt(input, output, at, wanted)
-        : wanted > options.smallChunk
-        ? await copyRangeAtOnThread(input, output, at, wanted)
-        : copyRangeAt(input, output, at, wanted);
-      if (!result.ok && result.errno === 0) result = copyRangeAt(input, output, at, wanted);
+        : await copyRangeAt(input, output, at, wanted, wanted > options.smallChunk);
+      if (!result.ok && result.errno === 0) {
+        result = await copyRangeAt(input, output, at, wanted, false);
+      }
       if (!result.ok && !useSendfile && FALLBACK_ERRNOS.has(result.errno)) {
         useSendfile = true;
         continue;
