@@ -57,19 +57,12 @@ export const UCRED = Object.freeze({ bytes: 12, pid: 0, uid: 4, gid: 8 });
 /** struct linux_dirent64 (getdents64(2)). */
 export const DIRENT64 = Object.freeze({ ino: 0, reclen: 16, type: 18, name: 19 });
 
-/** What differs between the two architectures: open(2) flags and system call numbers. */
-export interface ArchConstants {
-  /** O_DIRECTORY and O_NOFOLLOW (fcntl.h). */
-  readonly directory: number;
-  readonly nofollow: number;
-  /** Numbers of the calls glibc wraps process-wide (asm/unistd.h). */
-  readonly setgroups: number;
-  readonly setresuid: number;
-  readonly setresgid: number;
-}
-
-/** x86_64: asm-generic/fcntl.h, syscall_64.tbl; aarch64: asm/fcntl.h, asm-generic/unistd.h. */
-export const ARCH_CONSTANTS: Readonly<Record<"x86_64" | "aarch64", ArchConstants>> = Object.freeze({
+/**
+ * What differs between the two architectures: O_DIRECTORY and O_NOFOLLOW, and the numbers of the
+ * calls glibc wraps process-wide. x86_64: asm-generic/fcntl.h, syscall_64.tbl; aarch64:
+ * asm/fcntl.h, asm-generic/unistd.h.
+ */
+export const ARCH_CONSTANTS = Object.freeze({
   x86_64: Object.freeze({
     directory: 0o200000,
     nofollow: 0o400000,
