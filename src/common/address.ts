@@ -1,6 +1,5 @@
 /** Listening addresses: "HOST:PORT", ":PORT" or "[V6]:PORT". */
 
-/** Where a server listens. */
 export interface ListenAddress {
   readonly hostname: string;
   readonly port: number;

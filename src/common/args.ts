@@ -29,7 +29,6 @@ export interface Sourced {
   readonly from: string;
 }
 
-/** What the command line said. */
 export interface Scan {
   /** Flag key → how often it was given (an "optional" option without its value too). */
   readonly flags: ReadonlyMap<string, number>;

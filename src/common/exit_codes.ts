@@ -15,7 +15,6 @@ export const ExitCode = {
   INTERNAL: 125,
   /** The command was found but could not be executed (permission, format). */
   NOT_EXECUTABLE: 126,
-  /** The command was not found. */
   NOT_FOUND: 127,
   /** The child died of signal N: denit exits with SIGNAL_BASE + N. */
   SIGNAL_BASE: 128,

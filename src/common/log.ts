@@ -5,7 +5,6 @@ import { quietDelay } from "./delay.ts";
 /** Levels, least to most verbose. */
 export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
 
-/** A level name. */
 export type LogLevel = typeof LOG_LEVELS[number];
 
 /** Values of the key=value tail of a line. */
@@ -42,7 +41,6 @@ function formatValue(value: string | number | boolean): string {
   return /^[^\s"=\u0000-\u001f\u007f]+$/.test(text) ? text : JSON.stringify(text);
 }
 
-/** Formats one line without writing it. */
 export function formatLine(
   pid: number,
   level: LogLevel,

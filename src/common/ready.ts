@@ -1,6 +1,5 @@
 /** `--ready-when` and `--drain-while` checks: parsed by the command line, run elsewhere. */
 
-/** A readiness check. */
 export type ReadyCheck =
   | { readonly kind: "tcp"; readonly port: number }
   | { readonly kind: "http"; readonly port: number; readonly path: string }

@@ -48,10 +48,8 @@ const ROWS = [
 /** Signals 1..31 by number: index N-1 holds signal N's name. */
 export const SIGNAL_NAMES = Object.freeze(ROWS.map(([name]) => name));
 
-/** A name of SIGNAL_NAMES. */
 export type SignalName = typeof ROWS[number][0];
 
-/** One row of the policy table. */
 export interface SignalPolicy {
   readonly name: SignalName;
   readonly signo: number;
@@ -59,7 +57,6 @@ export interface SignalPolicy {
   readonly why: string;
 }
 
-/** The policy table. */
 export const SIGNAL_TABLE: readonly SignalPolicy[] = Object.freeze(
   ROWS.map(([name, action, why], i) => Object.freeze({ name, signo: i + 1, action, why })),
 );
@@ -67,18 +64,14 @@ export const SIGNAL_TABLE: readonly SignalPolicy[] = Object.freeze(
 /** The stop requests (docker, Ctrl-C, nginx's QUIT): each starts --grace and --shutdown-delay. */
 export const STOP_SIGNALS: readonly SignalName[] = ["SIGTERM", "SIGINT", "SIGQUIT"];
 
-/** SIGKILL's number. */
 export const SIGKILL = 9;
-/** SIGTERM's number. */
 export const SIGTERM = 15;
-/** SIGCHLD's number. */
 export const SIGCHLD = 17;
 /** The first real-time signal the C library leaves to programs (glibc's SIGRTMIN). */
 export const SIGRTMIN = 34;
 /** The last real-time signal. */
 export const SIGRTMAX = 64;
 
-/** The number of a signal name. */
 export function signalNumber(name: SignalName): number {
   return SIGNAL_NAMES.indexOf(name) + 1;
 }

@@ -24,7 +24,6 @@ export interface MemoryFacts {
   readonly oomGroup: boolean | null;
 }
 
-/** A read-only picture of the supervisor. */
 export interface Snapshot {
   readonly state: StateName;
   readonly pid: number | null;
@@ -61,7 +60,6 @@ export interface Snapshot {
 /** /status's "settings": the options as given (durations in seconds), fixed for the run. */
 export type StatusSettings = Readonly<Record<string, string | number | boolean | null>>;
 
-/** Where a snapshot comes from. */
 export interface SnapshotSource {
   snapshot(): Snapshot;
 }

@@ -20,7 +20,6 @@ export interface CopyInvocation {
   readonly verbose: boolean;
 }
 
-/** The `denit copy --help` / `denit init --help` text. */
 export const COPY_HELP = `Usage: denit copy [OPTIONS] SRC... DEST
        denit init [OPTIONS] DEST [--with PATH]...
 

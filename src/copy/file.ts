@@ -42,7 +42,6 @@ export interface Owner {
   readonly gid: number;
 }
 
-/** Options of the copy itself. */
 export interface CopyOptions {
   readonly owner: Owner | null;
   readonly fileMode: number | null;
@@ -61,14 +60,12 @@ export interface FileJob {
   readonly destPath: string;
 }
 
-/** An attribute that could not be copied. */
 export interface XattrMiss {
   readonly attr: string;
   readonly path: string;
   readonly errno: number;
 }
 
-/** What copying one file did. */
 export interface FileResult {
   readonly bytes: number;
   readonly misses: readonly XattrMiss[];
@@ -96,7 +93,6 @@ export class StopFlag {
     if (this.#signo === 0) this.#signo = signo;
   }
 
-  /** Throws CopyInterrupted once a stop is recorded. */
   check(): void {
     if (this.#signo > 0) throw new CopyInterrupted(this.#signo);
   }

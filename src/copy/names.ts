@@ -54,7 +54,6 @@ export function compareNames(a: Uint8Array, b: Uint8Array): number {
   return a.length - b.length;
 }
 
-/** Byte equality. */
 export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && compareNames(a, b) === 0;
 }

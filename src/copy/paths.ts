@@ -17,7 +17,6 @@ export function normalize(path: string): string {
   return absolute ? `/${joined}` : joined === "" ? "." : joined;
 }
 
-/** Joins and normalises. */
 export function join(...parts: string[]): string {
   return normalize(parts.filter((part) => part !== "").join("/"));
 }

@@ -64,7 +64,6 @@ export interface Root {
   readonly destName: string;
 }
 
-/** Everything a copy is told. */
 export interface TreeOptions extends CopyOptions {
   readonly strict: boolean;
   readonly dryRun: boolean;
@@ -78,7 +77,6 @@ export interface PlanItem {
   readonly detail: string;
 }
 
-/** What a copy did. */
 export interface CopySummary {
   files: number;
   dirs: number;
@@ -209,7 +207,6 @@ export function openRoot(root: Root): OpenedRoot {
   return { kind: "entry", parentFd: parentFd.value, name, stat: stat.value };
 }
 
-/** Closes what openRoot opened. */
 export function closeRoot(opened: OpenedRoot): void {
   closeFd(opened.kind === "dir" ? opened.fd : opened.parentFd);
 }

@@ -218,7 +218,6 @@ export function metricsText(source: HealthSource): string {
   return `${lines.join("\n")}\n`;
 }
 
-/** Routes one request. */
 export function route(source: HealthSource, request: HttpRequest): HttpResponse {
   if (!KNOWN_PATHS.has(request.path)) return NOT_FOUND;
   if (request.method !== "GET" && request.method !== "HEAD") return NOT_ALLOWED;

@@ -16,7 +16,6 @@ import type { DatagramSocket } from "../sys/datagram.ts";
 
 /** What /readyz and /status read. */
 export interface ReadyView {
-  /** The check as written. */
   readonly check: string;
   readonly passing: boolean;
   /** What the last check found ("connected", "HTTP 503", "READY=1"...); null before any. */

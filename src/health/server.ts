@@ -152,7 +152,6 @@ export class HttpServer {
     return this.#listener.addr;
   }
 
-  /** Connections held now. */
   get connectionCount(): number {
     return this.#connections.size;
   }

@@ -22,7 +22,6 @@ const DEFAULT_CANCEL_GRACE_MS = 10_000;
 
 const USAGE = "Usage: denit job run|follow|logs|cancel|list [--socket PATH] ...";
 
-/** `denit job --help`. */
 export const JOB_HELP = `${USAGE}
 
 Talks to the job service of a denit started with --jobs-socket (gRPC on a Unix socket).

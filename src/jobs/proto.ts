@@ -8,7 +8,6 @@ import { fromJSON } from "@grpc/proto-loader";
 import protobuf from "protobufjs";
 import JOBS_PROTO from "../../proto/denit/jobs/v1/jobs.proto" with { type: "text" };
 
-/** The service's full name. */
 export const JOBS_SERVICE = "denit.jobs.v1.Jobs";
 
 /**

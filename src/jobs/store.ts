@@ -149,7 +149,6 @@ export class Job {
     for (const wake of waiters) wake();
   }
 
-  /** Removes its files. */
   remove(): void {
     for (const kind of ["out", "err", "state", "json"]) {
       try {

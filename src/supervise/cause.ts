@@ -33,7 +33,6 @@ export interface Explanation {
   readonly text: string;
 }
 
-/** Explains the child's end. */
 export function explainExit(facts: ExitFacts): Explanation {
   const { status } = facts;
   if (status.kind === "exited") {

@@ -68,7 +68,6 @@ export interface Config {
   readonly warnings: readonly string[];
 }
 
-/** What the command line asks for. */
 export type Invocation =
   | { kind: "help" }
   | { kind: "version" }
@@ -83,7 +82,6 @@ export const DEFAULT_JOBS_SPOOL = "/tmp/denit-jobs";
 /** One line of usage, printed after a usage error. */
 export const USAGE_LINE = "Usage: denit [OPTIONS] [--] COMMAND [ARGS...]";
 
-/** The `--help` text. */
 export const HELP = `${USAGE_LINE}
        denit init [OPTIONS] DEST [--with PATH]...
        denit copy [OPTIONS] SRC... DEST
@@ -147,7 +145,6 @@ SIGNAL is a name (TERM, SIGTERM) or a number. Exit status: the child's, 128+N if
 died of signal N, 124 --timeout passed, 126 not executable, 127 not found, 2 usage
 error, 125 denit failed.`;
 
-/** The options, with their environment twins. */
 export const OPTIONS: readonly OptionSpec[] = [
   option("-g --group", "flag", "DENIT_GROUP"),
   option("-r --rewrite", "value", "DENIT_REWRITE"),

@@ -22,9 +22,7 @@ export interface ProcessInfo {
   readonly name: string;
   /** The one-letter state of proc(5): R, S, D, Z, T... */
   readonly state: string;
-  /** The process group. */
   readonly pgid: number;
-  /** The session. */
   readonly sid: number;
   /** The parent (0 when unknown). */
   readonly ppid: number;

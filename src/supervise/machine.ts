@@ -69,7 +69,6 @@ export type State =
     readonly stopped: boolean;
   };
 
-/** Something that happened. */
 export type Event =
   | { readonly type: "child-started"; readonly pid: number; readonly target: number }
   | { readonly type: "signal-received"; readonly signo: number }
@@ -96,7 +95,6 @@ export type TimerName = "grace" | "kill" | "delay" | "deadline";
 /** How the run ended, for the last log line. */
 export type Outcome = "done" | "abandoned" | "lost" | "not-started";
 
-/** Something the driver must do. */
 export type Effect =
   | {
     readonly type: "forward-signal";

@@ -120,7 +120,6 @@ export interface SupervisorOptions {
   readonly containerFileLimit: number;
 }
 
-/** Runs one child under supervision. */
 export class Supervisor {
   readonly #config: Config;
   readonly #log: Logger;
@@ -179,7 +178,6 @@ export class Supervisor {
     return this.#memory.cgroup;
   }
 
-  /** The current state, frozen. */
   snapshot(): Snapshot {
     const state = this.#state;
     const exited = state.name === "exited" ? state : null;

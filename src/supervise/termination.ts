@@ -18,7 +18,6 @@ export const MAX_REPORT_BYTES = 4096;
 /** How long denit's exit may wait for the report to be written. */
 export const WRITE_TIMEOUT_MS = 1000;
 
-/** What the report says. */
 export interface TerminationReport {
   readonly exitCode: number;
   /** exited, oom, grace, timeout, forwarded, external; "start" when the child never ran. */

@@ -6,7 +6,6 @@
 
 import { groups, passwd } from "../common/accounts.ts";
 
-/** Who the child runs as. */
 export interface RunAs {
   readonly uid: number;
   readonly gid: number;

@@ -29,7 +29,6 @@ export interface ZombieParent {
   readonly zombies: number;
 }
 
-/** What a scan found. */
 export interface ZombieReport {
   readonly total: number;
   /** The parents with the most zombies, most first. */

@@ -99,7 +99,6 @@ function read(path: string): string | null {
   }
 }
 
-/** This process's memory cgroup, or null. */
 export function findMemoryCgroup(): MemoryCgroup | null {
   const cgroup = read("/proc/self/cgroup");
   if (cgroup === null) return null;

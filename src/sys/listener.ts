@@ -21,7 +21,6 @@ export async function connectionWaiting(fd: number): Promise<boolean> {
   return await libc.poll(pollfd, 1n, 0) > 0;
 }
 
-/** A bound, listening Unix stream socket. */
 export class UnixListener {
   readonly fd: number;
   #closed = false;
