@@ -7,9 +7,9 @@ import type { ListenAddress } from "../common/address.ts";
 import type { ReadyCheck } from "../common/ready.ts";
 import type { HealthHandle, Snapshot, SnapshotSource, StatusSettings } from "../common/snapshot.ts";
 import { VERSION } from "../common/version.ts";
-import { type ProcessStats, ProcessStatsCache } from "./proc_stats.ts";
+import { openFileLimit, type ProcessStats, ProcessStatsCache } from "./proc_stats.ts";
 import type { Readiness, ReadyView } from "./readiness.ts";
-import { type HttpRequest, type HttpResponse, HttpServer } from "./server.ts";
+import { DEFAULT_LIMITS, type HttpRequest, type HttpResponse, HttpServer } from "./server.ts";
 
 /** What the routes read: the supervisor's snapshot, its start time, and this process. */
 export interface HealthSource extends SnapshotSource {
@@ -238,13 +238,26 @@ export function route(source: HealthSource, request: HttpRequest): HttpResponse 
   }
 }
 
-/** Binds; "::" falls back to "0.0.0.0" on a host without IPv6. */
+/** Descriptors the endpoint's clients leave to denit: its runtime, /proc, the job socket. */
+const KEPT_DESCRIPTORS = 40;
+
+/**
+ * Binds; "::" falls back to "0.0.0.0" on a host without IPv6. Under a low open-file limit fewer
+ * connections are held, so that clients never take the descriptors denit needs to read /proc
+ * and stop what the child left.
+ */
 function listen(address: ListenAddress, handler: ConstructorParameters<typeof HttpServer>[1]) {
+  const soft = openFileLimit() || Infinity;
+  const maxConnections = Math.max(
+    1,
+    Math.min(DEFAULT_LIMITS.maxConnections, soft - KEPT_DESCRIPTORS),
+  );
+  const limits = { ...DEFAULT_LIMITS, maxConnections };
   try {
-    return new HttpServer(address, handler);
+    return new HttpServer(address, handler, limits);
   } catch (err: unknown) {
     if (address.hostname !== "::" || err instanceof Deno.errors.AddrInUse) throw err;
-    return new HttpServer({ hostname: "0.0.0.0", port: address.port }, handler);
+    return new HttpServer({ hostname: "0.0.0.0", port: address.port }, handler, limits);
   }
 }
 

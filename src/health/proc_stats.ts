@@ -48,9 +48,6 @@ export function readProcessStats(): ProcessStats {
   const ticks = (n: number) => Number(stat.field(n));
   let openFds = 0;
   for (const _ of Deno.readDirSync("/proc/self/fd")) openFds++;
-  const limit = /^Max open files\s+(\d+|unlimited)/m.exec(
-    Deno.readTextFileSync("/proc/self/limits"),
-  );
   return {
     residentBytes: statusKilobytes(status, "VmRSS") * 1024,
     virtualBytes: statusKilobytes(status, "VmSize") * 1024,
@@ -58,6 +55,12 @@ export function readProcessStats(): ProcessStats {
     cpuSecondsTotal: (ticks(14) + ticks(15)) / CLOCK_TICKS,
     // Listing the directory opens one descriptor of its own.
     openFds: Math.max(openFds - 1, 0),
-    maxFds: limit === null || limit[1] === "unlimited" ? 0 : Number(limit[1]),
+    maxFds: openFileLimit(),
   };
+}
+
+/** The soft limit of open files (/proc/self/limits); 0: unlimited or unknown. */
+export function openFileLimit(): number {
+  const limit = /^Max open files\s+(\d+)/m.exec(Deno.readTextFileSync("/proc/self/limits"));
+  return limit === null ? 0 : Number(limit[1]);
 }

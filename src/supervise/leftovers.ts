@@ -4,17 +4,6 @@
  */
 import { readProcStat } from "../common/proc.ts";
 
-/** This process has no file descriptor left: /proc cannot be read until one is freed. */
-export class DescriptorsExhausted extends Error {
-  override name = "DescriptorsExhausted";
-}
-
-/** Throws DescriptorsExhausted for EMFILE or ENFILE (as Deno words them); else returns. */
-function throwIfExhausted(err: unknown): void {
-  if (!(err instanceof Error) || !/\(os error 2[34]\)/.test(err.message)) return;
-  throw new DescriptorsExhausted(err.message.split("\n")[0], { cause: err });
-}
-
 /** A process found in /proc. */
 export interface ProcessInfo {
   readonly pid: number;
@@ -36,17 +25,15 @@ export function childrenOf(pid: number | "self"): number[] {
   let tasks: Iterable<Deno.DirEntry>;
   try {
     tasks = Deno.readDirSync(`/proc/${pid}/task`);
-  } catch (err: unknown) {
-    throwIfExhausted(err);
+  } catch {
     return found; // Gone, or no /proc: nothing more to find below it.
   }
   for (const task of tasks) {
     try {
       const text = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`);
       for (const word of text.split(" ")) if (word.trim() !== "") found.push(Number(word));
-    } catch (err: unknown) {
+    } catch {
       // The thread ended while we looked: it had no children of its own to report.
-      throwIfExhausted(err);
     }
   }
   return found;
@@ -73,9 +60,8 @@ export function otherProcesses(): number[] {
         found.push(Number(entry.name));
       }
     }
-  } catch (err: unknown) {
+  } catch {
     // No /proc mounted: nothing to name.
-    throwIfExhausted(err);
   }
   return found;
 }
@@ -98,8 +84,7 @@ export function describeProcess(pid: number): ProcessInfo {
       ppid: Number(stat.field(4)),
       startTime: stat.field(22),
     };
-  } catch (err: unknown) {
-    throwIfExhausted(err);
+  } catch {
     // Ended while we looked.
     return { pid, name: "?", state: "?", pgid: 0, sid: 0, ppid: 0, startTime: "" };
   }

@@ -22,8 +22,6 @@ export interface PatrolSettings {
   readonly log: Logger;
   /** The main child's pid while it runs; null once it ended (the patrol stops). */
   readonly mainChild: () => number | null;
-  /** Runs a /proc read, freeing a reserved descriptor if none is left (supervisor's #spare). */
-  readonly spare: <T>(work: () => T) => T;
   /** denit's own processes (the job service, the jobs' keepers), read once a scan. */
   readonly own: () => ReadonlySet<number>;
 }
@@ -59,13 +57,12 @@ export class OrphanPatrol {
   }
 
   #scan(child: number): void {
-    const { spare } = this.#settings;
     const orphans: ProcessInfo[] = [];
     const overdue: ProcessInfo[] = [];
     let own: ReadonlySet<number> | null = null;
-    for (const pid of spare(() => childrenOf("self"))) {
+    for (const pid of childrenOf("self")) {
       if (pid === child) continue;
-      const info = spare(() => describeProcess(pid));
+      const info = describeProcess(pid);
       if (info.startTime === "" || this.#seen.get(pid) === info.startTime) continue;
       if (info.state === "Z" || info.pgid === child) continue;
       own ??= this.#settings.own();
@@ -101,7 +98,7 @@ export class OrphanPatrol {
     // Only the same processes (pid and start time), and only while the main child runs: after
     // its end the leftover sweep stops every process, these included.
     if (this.#settings.mainChild() === null) return;
-    const killed = orphans.map((p) => this.#settings.spare(() => describeProcess(p.pid)))
+    const killed = orphans.map((p) => describeProcess(p.pid))
       .filter((now, i) =>
         now.startTime === orphans[i]?.startTime && now.state !== "Z" &&
         sendSignal(now.pid, SIGKILL).ok

@@ -31,7 +31,6 @@ import { execFailure, type Executable, resolveCommand, shellFallback } from "./c
 import {
   childrenOf,
   describeProcess,
-  DescriptorsExhausted,
   formatProcesses,
   leftovers,
   otherProcesses,
@@ -70,8 +69,6 @@ const SWEEP_INTERVAL_MS = 20;
 const REAP_RETRY_MS = 100;
 /** How often `--drain-while` checks whether a held stop may go on. */
 const DRAIN_INTERVAL_MS = 250;
-/** Descriptors held back for /proc; several: another thread may take a freed one first. */
-const RESERVED_DESCRIPTORS = 4;
 
 /** The child's soft open-file limit: by default the container's, as the launcher recorded it. */
 export function childFileLimit(
@@ -88,17 +85,6 @@ export function childFileLimit(
     case "default":
       return Math.min(containerSoft, hard);
   }
-}
-
-/** `count` descriptors of /dev/null to hold back; fewer (or none) if they cannot be had. */
-function openReserve(count = RESERVED_DESCRIPTORS): Deno.FsFile[] {
-  const files: Deno.FsFile[] = [];
-  try {
-    while (files.length < count) files.push(Deno.openSync("/dev/null"));
-  } catch {
-    // No /dev/null or no descriptor: fewer (or none) to spare later.
-  }
-  return files;
 }
 
 /** The event each timer sends when it runs out. */
@@ -156,7 +142,6 @@ export class Supervisor {
   #reaped = 0;
   #jobs: JobHost | null = null;
   #lastSweepMs = -Infinity;
-  #reserve: Deno.FsFile[] = [];
   /** Orphans come to denit: it is PID 1 or a subreaper (its own, or made one by its parent). */
   #adopts = false;
   /** `--user`: the thread that spawned the child, kept until the child ended. */
@@ -252,7 +237,6 @@ export class Supervisor {
   #started(pid: number, runAs: RunAs | null): void {
     this.#startedAtMs = Date.now();
     this.#memory.childStarted(pid, this.#config.oomScoreAdj);
-    this.#reserve = openReserve();
     const target = this.#config.group ? -pid : pid;
     this.#target = target;
     this.#log.info("child started", {
@@ -424,7 +408,7 @@ export class Supervisor {
     const state = this.#state;
     const service = this.#jobs?.servicePid ?? 0;
     if (state.name !== "exited" || state.phase !== "waiting" || service === 0) return;
-    if (this.#spare(() => childrenOf("self")).every((pid) => pid === service)) {
+    if (childrenOf("self").every((pid) => pid === service)) {
       this.#dispatch({ type: "descendants-gone" });
     }
   }
@@ -456,24 +440,6 @@ export class Supervisor {
     if (status.kind === "exited") this.#log.debug(explanation.text, fields);
     else if (explanation.cause === "forwarded") this.#log.info(explanation.text, fields);
     else this.#log.warn(explanation.text, fields);
-  }
-
-  /** Reads /proc even with no descriptor left: reserved ones are freed in turn, then retaken. */
-  #spare<T>(work: () => T): T {
-    let freed = false;
-    try {
-      for (;;) {
-        try {
-          return work();
-        } catch (err: unknown) {
-          if (!(err instanceof DescriptorsExhausted) || this.#reserve.length === 0) throw err;
-        }
-        this.#reserve.pop()?.close();
-        freed = true;
-      }
-    } finally {
-      if (freed) this.#reserve.push(...openReserve(RESERVED_DESCRIPTORS - this.#reserve.length));
-    }
   }
 
   /** `-g` where orphans do not come to denit: SIGTERM to the child's group, as dumb-init. */
@@ -586,7 +552,6 @@ export class Supervisor {
       graceMs,
       log: this.#log,
       mainChild: () => this.#livePid(),
-      spare: (work) => this.#spare(work),
       own: () => this.#jobs?.own() ?? new Set(),
     });
     await patrol.run();
@@ -673,7 +638,7 @@ export class Supervisor {
       return;
     }
     let hit = 0;
-    const targets = this.#spare(leftovers);
+    const targets = leftovers();
     for (const pid of targets) if (pid !== service && sendSignal(pid, signo).ok) hit++;
     if (hit > 0) this.#count(signalName(signo));
     this.#log.info("signal sent to descendants", { signal: signalName(signo), count: hit });
@@ -687,7 +652,7 @@ export class Supervisor {
   #forceKill(target: number): void {
     // Named before they are killed: afterwards only zombies (or nothing) are left to read.
     const child = this.#state.name === "starting" ? null : this.#state.pid;
-    const victims = this.#spare(() => leftovers().map(describeProcess));
+    const victims = leftovers().map(describeProcess);
     const first = victims.filter((p) => p.pid === child);
     const named = [...first, ...victims.filter((p) => p.pid !== child)];
     const { graceMs, timeoutMs } = this.#config;
@@ -733,9 +698,7 @@ export class Supervisor {
     if (Deno.pid === 1 && signo === SIGKILL) {
       // kill(2): pid -1 reaches every process denit may signal, except itself, with no race
       // against fork; repeated for what was forked or reparented since.
-      const named = announce && !sent.has(-1)
-        ? this.#spare(() => otherProcesses().map(describeProcess))
-        : [];
+      const named = announce && !sent.has(-1) ? otherProcesses().map(describeProcess) : [];
       sent.add(-1);
       if (!sendSignal(-1, signo).ok) return;
       if (named.length > 0) this.#warnKill(named);
@@ -744,10 +707,10 @@ export class Supervisor {
     // Each process once: a group that got this signal forwarded already had it (-g), and a
     // process found again in a later sweep is not signalled twice.
     const groupDone = this.#groupSignals.has(signo) ? -this.#target : 0;
-    const found = new Set([...known, ...this.#spare(leftovers)]);
+    const found = new Set([...known, ...leftovers()]);
     const fresh = [...found].filter((pid) => !sent.has(pid));
     for (const pid of fresh) sent.add(pid);
-    const infos = this.#spare(() => fresh.map(describeProcess)).filter((p) =>
+    const infos = fresh.map(describeProcess).filter((p) =>
       p.state !== "Z" && p.state !== "?" && p.pgid !== groupDone
     );
     const hit = infos.filter((p) => sendSignal(p.pid, signo).ok);
@@ -774,12 +737,7 @@ export class Supervisor {
 
   #finish(exitCode: number, outcome: Outcome): void {
     if (outcome === "abandoned") {
-      let left: ReturnType<typeof describeProcess>[] = [];
-      try {
-        left = this.#spare(() => leftovers().map(describeProcess));
-      } catch {
-        // They cannot be named (no descriptor at all): denit exits all the same.
-      }
+      const left = leftovers().map(describeProcess);
       const names = left.length === 0 ? "" : `: ${formatProcesses(left)}`;
       this.#log.warn(`leftover processes survived SIGKILL; exiting anyway${names}`);
     } else if (outcome === "not-started") {
