@@ -129,7 +129,7 @@ export function runDirectory(spool: string, pid: number): string {
 
 /** The run directory's file of job counts (JSON, common/snapshot.ts's JobCounts), written by the service. */
 export const COUNTS_FILE = "counts.json";
-/** Made when denit starts to stop, before its SIGUSR2: every Run reads it. */
+/** Made when denit starts to stop: every Run reads it, and refuses a new job once it is there. */
 export const STOPPING_FILE = "stopping";
 
 /*

@@ -1,8 +1,8 @@
 /**
  * PID 1's side of the job service (`--jobs-socket`): denit holds the listening socket for its
  * whole run, starts the service (`denit job serve`, its own runtime) when a connection waits,
- * and again after it died. It never forwards the child's signals to it; SIGUSR2 says that no
- * new jobs may start, and denit's stop ends it.
+ * and again after it died. It never forwards the child's signals to it; a marker in the run's
+ * directory says that no new jobs may start, and denit's stop ends it.
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -20,7 +20,7 @@ import {
 import type { JobCounts } from "../common/snapshot.ts";
 import type { Logger } from "../common/log.ts";
 import { dirname, launcherPath } from "../common/paths.ts";
-import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
+import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { UnixListener } from "../sys/listener.ts";
 import { readNoFollow } from "../sys/spool.ts";
 import {
@@ -40,8 +40,6 @@ const RESTART_MAX_MS = 5000;
 const RESTART_RESET_AFTER_MS = 10_000;
 /** Where the service finds the listening socket. */
 const LISTEN_FD = 3;
-/** Tells the service that denit is stopping: no new jobs. */
-const STOPPING_SIGNAL = signalNumber("SIGUSR2");
 
 /** Where and how the service runs. */
 export interface JobsSettings {
@@ -200,7 +198,6 @@ export class JobHost {
       String(Deno.pid),
       "--listen-fd",
       String(LISTEN_FD),
-      ...(this.#stopping ? ["--stopping"] : []),
       // Where the memory cgroup counts OOM kills: each job's keeper reads it (cause=oom).
       ...(this.#settings.memory === null
         ? []
@@ -267,10 +264,11 @@ export class JobHost {
     try {
       const dir = runDirectory(this.#settings.spool, Deno.pid);
       Deno.writeFileSync(`${dir}/${STOPPING_FILE}`, new Uint8Array(), { mode: 0o600 });
-    } catch {
-      // A full or read-only spool: the signal below still says it.
+    } catch (err: unknown) {
+      this.#settings.log.warn("cannot mark the stop in the job spool: new jobs may still start", {
+        error: errorLine(err),
+      });
     }
-    if (this.#servicePid > 0) sendSignal(this.#servicePid, STOPPING_SIGNAL);
   }
 
   /** Stops the service, closes the socket and removes it (denit is about to exit). */

@@ -43,7 +43,6 @@ const OPTIONS: readonly OptionSpec[] = [
   option("--spool", "value"),
   option("--parent", "value"),
   option("--listen-fd", "value"),
-  option("--stopping", "flag"),
   option("--oom-count", "value"),
   option("--log-level", "value"),
   option("--log-format", "value"),
@@ -313,11 +312,8 @@ export async function serveMain(args: readonly string[]): Promise<number> {
     prepareTrustedDirectory(dir, "job spool:");
     const jobs = new JobService(dir, {
       keeper: launcherPath(),
-      stopping: settings.flag("stopping"),
       oomCount: settings.last("oom-count")?.value ?? null,
     });
-    // denit says it is stopping (no new jobs) with SIGUSR2.
-    Deno.addSignalListener("SIGUSR2", () => jobs.stop());
     void jobs.watch();
     const server = new grpc.Server({
       "grpc.max_concurrent_streams": STREAMS_PER_CONNECTION,

@@ -212,7 +212,7 @@ export class JobService {
   /** The memory cgroup's file with its `oom_kill` count, which keepers read; null if none. */
   readonly #oomCount: string | null;
   #seq: number;
-  #stopping: boolean;
+  #stopping = false;
   /** The jobs (by group) this service is stopping itself, their keepers gone: until they end. */
   readonly #takenOver = new Map<number, Promise<void>>();
   #streams = 0;
@@ -220,12 +220,11 @@ export class JobService {
   /** The table of the run in `dir`, with every job an earlier service of this run left there. */
   constructor(
     dir: string,
-    options: { keeper: string; stopping: boolean; oomCount: string | null },
+    options: { keeper: string; oomCount: string | null },
   ) {
     this.#dir = dir;
     this.#keeper = options.keeper;
     this.#oomCount = options.oomCount;
-    this.#stopping = options.stopping;
     this.#table = new JobTable(dir);
     this.#seq = this.#table.lastSeq();
     for (const job of this.#table.list()) {
@@ -236,12 +235,7 @@ export class JobService {
     this.#table.saveCounts();
   }
 
-  /** denit is stopping: new jobs are refused from now on. */
-  stop(): void {
-    this.#stopping = true;
-  }
-
-  /** denit marked its stop in the run's directory (its SIGUSR2 may still be on its way). */
+  /** denit marked its stop in the run's directory: new jobs are refused from then on. */
   #stopMarked(): boolean {
     try {
       Deno.lstatSync(`${this.#dir}/${STOPPING_FILE}`);
