@@ -96,6 +96,8 @@ function nonRootHint(err: unknown, dir: string): string {
 /** Runs the job service's process. */
 export class JobHost {
   readonly #settings: JobsSettings;
+  /** This run's directory in the spool: the service's, its keepers' and the stop marker's. */
+  readonly #dir: string;
   #servicePid = 0;
   #serviceStartedAtMs = 0;
   #oomKillsAtStart: number | null = null;
@@ -109,6 +111,7 @@ export class JobHost {
 
   constructor(settings: JobsSettings) {
     this.#settings = settings;
+    this.#dir = runDirectory(settings.spool, Deno.pid);
   }
 
   /** The service's pid (0 while it is down): never signalled with the main child. */
@@ -118,22 +121,20 @@ export class JobHost {
 
   /** The jobs by outcome as the service wrote them; while it is down, running as keepers say. */
   counts(): JobCounts {
-    const dir = runDirectory(this.#settings.spool, Deno.pid);
     let counts: JobCounts = { running: 0, started: 0, succeeded: 0, failed: 0, cancelled: 0 };
     try {
-      counts = JSON.parse(Deno.readTextFileSync(`${dir}/${COUNTS_FILE}`)) as JobCounts;
+      counts = JSON.parse(Deno.readTextFileSync(`${this.#dir}/${COUNTS_FILE}`)) as JobCounts;
     } catch {
       // Not written yet: no job ran.
     }
     if (this.#servicePid > 0) return counts;
-    const running = keeperStates(dir).filter(stillRuns).length;
+    const running = keeperStates(this.#dir).filter(stillRuns).length;
     return { ...counts, running };
   }
 
   /** denit's own processes: the job service and the live keepers this run's spool names. */
   own(): Set<number> {
-    const dir = runDirectory(this.#settings.spool, Deno.pid);
-    const pids = new Set(keeperStates(dir).filter(keeperLives).map((state) => state.keeper));
+    const pids = new Set(keeperStates(this.#dir).filter(keeperLives).map((state) => state.keeper));
     if (this.#servicePid > 0) pids.add(this.#servicePid);
     return pids;
   }
@@ -146,7 +147,7 @@ export class JobHost {
     const { socket, spool } = this.#settings;
     try {
       // This run's directory too: a spool that cannot hold it (read-only) fails here, once.
-      prepareTrustedDirectory(runDirectory(spool, Deno.pid), "job spool:");
+      prepareTrustedDirectory(this.#dir, "job spool:");
     } catch (err: unknown) {
       const hint = nonRootHint(err, spool);
       throw new Error(`Cannot keep jobs in "${spool}": ${errorLine(err)}${hint}`, { cause: err });
@@ -186,16 +187,14 @@ export class JobHost {
   }
 
   #startService(listenFd: number): void {
-    const { spool, logArgs } = this.#settings;
+    const { logArgs } = this.#settings;
     const launcher = launcherPath();
     const argv = [
       launcher,
       "job",
       "serve",
-      "--spool",
-      spool,
-      "--parent",
-      String(Deno.pid),
+      "--run-dir",
+      this.#dir,
       "--listen-fd",
       String(LISTEN_FD),
       // Where the memory cgroup counts OOM kills: each job's keeper reads it (cause=oom).
@@ -262,8 +261,7 @@ export class JobHost {
     if (this.#stopping) return;
     this.#stopping = true;
     try {
-      const dir = runDirectory(this.#settings.spool, Deno.pid);
-      Deno.writeFileSync(`${dir}/${STOPPING_FILE}`, new Uint8Array(), { mode: 0o600 });
+      Deno.writeFileSync(`${this.#dir}/${STOPPING_FILE}`, new Uint8Array(), { mode: 0o600 });
     } catch (err: unknown) {
       this.#settings.log.warn("cannot mark the stop in the job spool: new jobs may still start", {
         error: errorLine(err),

@@ -11,7 +11,7 @@ import { Duplex } from "node:stream";
 import { option, type OptionSpec, scanArgs, Settings } from "../common/args.ts";
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
-import { prepareTrustedDirectory, runDirectory } from "./contract.ts";
+import { prepareTrustedDirectory } from "./contract.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
 import { launcherPath } from "../common/paths.ts";
 import { connectionWaiting } from "../sys/listener.ts";
@@ -40,8 +40,7 @@ export const SILENT_CONNECTION_MS = 5000;
 const STREAMS_PER_CONNECTION = 16;
 
 const OPTIONS: readonly OptionSpec[] = [
-  option("--spool", "value"),
-  option("--parent", "value"),
+  option("--run-dir", "value"),
   option("--listen-fd", "value"),
   option("--oom-count", "value"),
   option("--log-level", "value"),
@@ -307,8 +306,7 @@ export async function serveMain(args: readonly string[]): Promise<number> {
   const log = createLogger(level, Deno.pid, format, "denit-jobs");
   let stopped: Promise<void>;
   try {
-    const spool = settings.last("spool")?.value ?? "";
-    const dir = runDirectory(spool, Number(settings.last("parent")?.value ?? Deno.ppid));
+    const dir = settings.last("run-dir")?.value ?? "";
     prepareTrustedDirectory(dir, "job spool:");
     const jobs = new JobService(dir, {
       keeper: launcherPath(),
