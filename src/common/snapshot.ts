@@ -71,13 +71,18 @@ export interface HealthHandle {
   readonly notifySocket: string | null;
 }
 
+/** What the health endpoint is told besides its address and the snapshot's source. */
+export interface HealthOptions {
+  readonly supervisorStartedAtMs: number;
+  readonly settings: StatusSettings;
+  readonly readyWhen: ReadyCheck | null;
+  /** denit's open-file soft limit (null: none): the endpoint's clients leave room below it. */
+  readonly fileLimit: number | null;
+}
+
 /** Starts the health endpoint, answering from the snapshot at each request; rejects if unbound. */
 export type HealthStarter = (
   address: ListenAddress,
   source: SnapshotSource,
-  options: {
-    supervisorStartedAtMs: number;
-    settings: StatusSettings;
-    readyWhen: ReadyCheck | null;
-  },
+  options: HealthOptions,
 ) => Promise<HealthHandle>;

@@ -4,10 +4,15 @@
  */
 
 import type { ListenAddress } from "../common/address.ts";
-import type { ReadyCheck } from "../common/ready.ts";
-import type { HealthHandle, Snapshot, SnapshotSource, StatusSettings } from "../common/snapshot.ts";
+import type {
+  HealthHandle,
+  HealthOptions,
+  Snapshot,
+  SnapshotSource,
+  StatusSettings,
+} from "../common/snapshot.ts";
 import { VERSION } from "../common/version.ts";
-import { openFileLimit, type ProcessStats, ProcessStatsCache } from "./proc_stats.ts";
+import { type ProcessStats, ProcessStatsCache } from "./proc_stats.ts";
 import type { Readiness, ReadyView } from "./readiness.ts";
 import { DEFAULT_LIMITS, type HttpRequest, type HttpResponse, HttpServer } from "./server.ts";
 
@@ -246,12 +251,13 @@ const KEPT_DESCRIPTORS = 40;
  * connections are held, so that clients never take the descriptors denit needs to read /proc
  * and stop what the child left.
  */
-function listen(address: ListenAddress, handler: ConstructorParameters<typeof HttpServer>[1]) {
-  const soft = openFileLimit() || Infinity;
-  const maxConnections = Math.max(
-    1,
-    Math.min(DEFAULT_LIMITS.maxConnections, soft - KEPT_DESCRIPTORS),
-  );
+function listen(
+  address: ListenAddress,
+  handler: ConstructorParameters<typeof HttpServer>[1],
+  fileLimit: number | null,
+) {
+  const room = (fileLimit ?? Infinity) - KEPT_DESCRIPTORS;
+  const maxConnections = Math.max(1, Math.min(DEFAULT_LIMITS.maxConnections, room));
   const limits = { ...DEFAULT_LIMITS, maxConnections };
   try {
     return new HttpServer(address, handler, limits);
@@ -265,11 +271,7 @@ function listen(address: ListenAddress, handler: ConstructorParameters<typeof Ht
 export async function startHealth(
   address: ListenAddress,
   supervisor: SnapshotSource,
-  options: {
-    supervisorStartedAtMs: number;
-    settings: StatusSettings;
-    readyWhen: ReadyCheck | null;
-  },
+  options: HealthOptions,
 ): Promise<HealthHandle> {
   const stats = new ProcessStatsCache();
   let ready: Readiness | null = null;
@@ -280,7 +282,7 @@ export async function startHealth(
     settings: options.settings,
     readiness: () => ready?.view() ?? null,
   };
-  const server = listen(address, (request) => route(source, request));
+  const server = listen(address, (request) => route(source, request), options.fileLimit);
   if (options.readyWhen !== null) {
     try {
       // Loaded only for --ready-when; notify binds its socket here, before the child starts.

@@ -46,6 +46,7 @@ export function readProcessStats(): ProcessStats {
   const stat = readProcStat("self");
   // proc(5): utime is field 14, stime 15, starttime 22.
   const ticks = (n: number) => Number(stat.field(n));
+  const limit = /^Max open files\s+(\d+)/m.exec(Deno.readTextFileSync("/proc/self/limits"));
   let openFds = 0;
   for (const _ of Deno.readDirSync("/proc/self/fd")) openFds++;
   return {
@@ -55,12 +56,6 @@ export function readProcessStats(): ProcessStats {
     cpuSecondsTotal: (ticks(14) + ticks(15)) / CLOCK_TICKS,
     // Listing the directory opens one descriptor of its own.
     openFds: Math.max(openFds - 1, 0),
-    maxFds: openFileLimit(),
+    maxFds: limit === null ? 0 : Number(limit[1]),
   };
-}
-
-/** The soft limit of open files (/proc/self/limits); 0: unlimited or unknown. */
-export function openFileLimit(): number {
-  const limit = /^Max open files\s+(\d+)/m.exec(Deno.readTextFileSync("/proc/self/limits"));
-  return limit === null ? 0 : Number(limit[1]);
 }

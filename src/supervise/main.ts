@@ -16,6 +16,7 @@ import {
 import type { HealthHandle, HealthStarter } from "../common/snapshot.ts";
 import type { Launch } from "../sys/launch.ts";
 import { blockedSignals, SignalReader, unblockable } from "../sys/signals.ts";
+import { fileLimit } from "../sys/process.ts";
 import { READ_SIGNALS, signalName } from "../common/signals.ts";
 import { VERSION } from "../common/version.ts";
 import { type Config, HELP, OPTIONS, parseInvocation, USAGE_LINE } from "./cli.ts";
@@ -234,6 +235,7 @@ async function startHealth(
       stopSignal: config.stopSignal === null ? null : signalName(config.stopSignal),
     },
     readyWhen: config.readyWhen,
+    fileLimit: fileLimit().soft,
   });
   log.info("health endpoint listening", { address: formatAddress(config.health) });
   return server;
