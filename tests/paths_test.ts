@@ -2,7 +2,7 @@
 
 import { posix } from "node:path";
 import { assertEquals } from "./assert.ts";
-import { basename, dirname, join, normalize, resolve } from "../src/copy/paths.ts";
+import { basename, dirname, join, normalize, resolve } from "../src/common/paths.ts";
 
 const SAMPLES = [
   "/",

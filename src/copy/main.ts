@@ -22,7 +22,7 @@ import {
 import { buildCache } from "./cache.ts";
 import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
 import { CopyError, CopyInterrupted, fail } from "./file.ts";
-import { basename, dirname, join, resolve } from "./paths.ts";
+import { basename, dirname, join, resolve } from "../common/paths.ts";
 import {
   closeRoot,
   type CopySummary,
