@@ -1,10 +1,8 @@
 /**
  * denit's optional half: the programs a plain `denit -- CMD` never runs (copy mode, the health
- * endpoint). mod.ts
- * loads it on first use by a specifier the bundler does not follow, so that in the bundle form
- * it is dist/denit-features.js beside dist/denit.js and a plain start neither parses nor
- * compiles any of it; from the sources and in the compiled binary (`--include`) it is this
- * module. Each part is evaluated only when asked for.
+ * endpoint). mod.ts loads it on first use by a specifier the bundler does not follow, so that it
+ * is dist/denit-features.js beside dist/denit.js and a plain start neither parses nor compiles
+ * any of it; from the sources it is this module. Each part is evaluated only when asked for.
  *
  * @module
  */

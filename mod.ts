@@ -9,6 +9,7 @@
  * @module
  */
 
+import { errorLine } from "./src/common/errors.ts";
 import { ExitCode } from "./src/common/exit_codes.ts";
 import type { Launch } from "./src/sys/launch.ts";
 
@@ -30,7 +31,7 @@ async function loadHalf<T>(entry: string, what: string): Promise<T> {
   try {
     return await import(entry);
   } catch (err: unknown) {
-    const reason = (err instanceof Error ? err.message : String(err)).split("\n")[0];
+    const reason = errorLine(err);
     const path = new URL(entry, import.meta.url).pathname;
     throw new Error(`cannot load ${path}, denit's code for ${what} (${reason})`);
   }
@@ -38,9 +39,8 @@ async function loadHalf<T>(entry: string, what: string): Promise<T> {
 
 /**
  * The optional half (features.ts): copy mode and the health endpoint, which a plain run never
- * loads: denit-features.js beside the bundle (a specifier the bundler
- * cannot follow), or the module from the sources. Rejects with one line that names the file
- * when it cannot be loaded.
+ * loads: denit-features.js beside the bundle (a specifier the bundler cannot follow), or the
+ * module from the sources. Rejects with one line that names the file when it cannot be loaded.
  */
 function features(): Promise<typeof import("./features.ts")> {
   const entry = import.meta.url.endsWith(".ts") ? "./features.ts" : "./denit-features.js";
@@ -56,7 +56,7 @@ async function optionalProgram(args: readonly string[]): Promise<number | null> 
     half = await features();
   } catch (err: unknown) {
     const { printErr } = await import("./src/common/log.ts");
-    printErr(`denit: ${err instanceof Error ? err.message : String(err)}`);
+    printErr(`denit: ${errorLine(err)}`);
     return ExitCode.INTERNAL;
   }
   return await (await half.copy()).copyMain(args);
@@ -117,7 +117,7 @@ if ("WorkerGlobalScope" in globalThis) {
   } catch (err: unknown) {
     // What nothing below caught (a half of denit missing, say): one line, exit 125.
     const { printErr } = await import("./src/common/log.ts");
-    printErr(`denit: ${err instanceof Error ? err.message.split("\n")[0] : String(err)}`);
+    printErr(`denit: ${errorLine(err)}`);
   }
   Deno.exit(code);
 }

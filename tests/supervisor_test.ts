@@ -249,7 +249,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     EXITED,
     [{ type: "finish", exitCode: 4, outcome: "done" }],
   ],
-  ["kill timer escalates to SIGKILL", EXITED, { type: "kill-timer-expired" }, POLICY, {
+  ["kill timer escalates to SIGKILL", EXITED, { type: "kill-expired" }, POLICY, {
     ...EXITED,
     phase: "killing",
   }, [
@@ -259,7 +259,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
   [
     "second kill timer abandons",
     { ...EXITED, phase: "killing" },
-    { type: "kill-timer-expired" },
+    { type: "kill-expired" },
     POLICY,
     { ...EXITED, phase: "killing" },
     [{ type: "finish", exitCode: 4, outcome: "abandoned" }],

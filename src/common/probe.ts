@@ -1,5 +1,6 @@
 /** One bounded, asynchronous run of a tcp, http or file check (`--ready-when`, `--drain-while`). */
 
+import { errorLine } from "./errors.ts";
 import { type PolledCheck, READY_TIMEOUT_MS } from "./ready.ts";
 
 /** The longest status line an http check reads before it gives up on the answer. */
@@ -32,8 +33,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number, cleanup: (late: T) => v
 function reason(err: unknown): string {
   if (err instanceof Deno.errors.ConnectionRefused) return "connection refused";
   if (err instanceof Deno.errors.NotFound) return "no such file";
-  if (err instanceof Error) return err.message.split("\n")[0] ?? "";
-  return String(err);
+  return errorLine(err);
 }
 
 async function connect(port: number): Promise<Deno.TcpConn> {

@@ -81,7 +81,7 @@ export type Event =
   | { readonly type: "child-lost" }
   | { readonly type: "others-reaped" }
   | { readonly type: "grace-expired" }
-  | { readonly type: "kill-timer-expired" }
+  | { readonly type: "kill-expired" }
   | { readonly type: "delay-expired" }
   /** `--drain-while`: its check no longer holds, so the held stop goes on before the delay. */
   | { readonly type: "drain-ended" }
@@ -371,7 +371,7 @@ function exited(state: Exited, event: Event, policy: Policy): Step {
     case "children-gone":
       return step(state, { type: "finish", exitCode: state.exitCode, outcome: "done" });
     case "grace-expired":
-    case "kill-timer-expired":
+    case "kill-expired":
       if (state.phase === "terminating") {
         return killing(state, event.type === "grace-expired" ? "grace" : "kill-after");
       }

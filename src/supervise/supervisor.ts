@@ -87,14 +87,6 @@ export function childFileLimit(
   }
 }
 
-/** The event each timer sends when it runs out. */
-const TIMER_EVENTS = {
-  grace: "grace-expired",
-  kill: "kill-timer-expired",
-  delay: "delay-expired",
-  deadline: "deadline-expired",
-} as const satisfies Record<TimerName, Event["type"]>;
-
 /** Where work runs after the child started: a throw there is logged and denit goes on. */
 export type FaultPoint = "signal" | "timer" | "reap" | "zombie-scan";
 
@@ -584,7 +576,7 @@ export class Supervisor {
 
   #startTimer(name: TimerName, ms: number): void {
     this.#cancelTimer(name);
-    const event: Event = { type: TIMER_EVENTS[name] };
+    const event: Event = { type: `${name}-expired` };
     const fire = () => {
       this.#timers.delete(name);
       this.#guard("timer", () => {
