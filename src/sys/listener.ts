@@ -12,13 +12,18 @@ const POLLIN = 0x1; // poll.h
 /** Connections that may wait to be accepted (Node's default for a server). */
 const BACKLOG = 511;
 
-/** Whether a connection waits to be accepted on the listening socket `fd` now (no wait). */
-export async function connectionWaiting(fd: number): Promise<boolean> {
+/** Whether a connection waits on the listening socket `fd`, polled on a runtime thread. */
+async function waiting(fd: number, timeoutMs: number): Promise<boolean> {
   const pollfd = new Uint8Array(64); // kept off V8's heap: another thread reads it
   const view = new DataView(pollfd.buffer);
   view.setInt32(POLLFD.fd, fd, true);
   view.setInt16(POLLFD.events, POLLIN, true);
-  return await libc.poll(pollfd, 1n, 0) > 0;
+  return await libc.poll(pollfd, 1n, timeoutMs) > 0;
+}
+
+/** Whether a connection waits to be accepted on the listening socket `fd` now (no wait). */
+export function connectionWaiting(fd: number): Promise<boolean> {
+  return waiting(fd, 0);
 }
 
 export class UnixListener {
@@ -50,15 +55,10 @@ export class UnixListener {
 
   /** Resolves true once a connection waits (polled on a runtime thread), false once closed. */
   async connectionWaits(): Promise<boolean> {
-    // Larger than V8 keeps on its heap: its address stays put while another thread polls it.
-    const pollfd = new Uint8Array(64);
-    const view = new DataView(pollfd.buffer);
-    view.setInt32(POLLFD.fd, this.fd, true);
-    view.setInt16(POLLFD.events, POLLIN, true);
     while (!this.#closed) {
-      const ready = await libc.poll(pollfd, 1n, -1);
+      const ready = await waiting(this.fd, -1);
       if (this.#closed) return false;
-      if (ready > 0) return true;
+      if (ready) return true;
     }
     return false;
   }
