@@ -63,24 +63,6 @@ async function optionalProgram(args: readonly string[]): Promise<number | null> 
 }
 
 /**
- * The first argument that is not UTF-8, its other bytes escaped; null if all are. A job's
- * arguments and environment travel as gRPC strings, which are UTF-8: never replaced.
- */
-function notUtf8(args: readonly Uint8Array[]): string | null {
-  const strict = new TextDecoder("utf-8", { fatal: true });
-  for (const arg of args) {
-    try {
-      strict.decode(arg);
-    } catch {
-      return [...arg].map((byte) =>
-        byte >= 0x20 && byte < 0x7f ? String.fromCharCode(byte) : `\\x${byte.toString(16)}`
-      ).join("");
-    }
-  }
-  return null;
-}
-
-/**
  * Runs denit: the arguments are the launcher's, byte for byte (the job service, which denit
  * starts on the runtime itself, takes the runtime's). Resolves to the exit code.
  */
@@ -90,10 +72,12 @@ export async function main(launch: Launch | null): Promise<number> {
   const optional = await optionalProgram(args);
   if (optional !== null) return optional;
   if (args[0] === "job") {
-    const refused = notUtf8(launch?.args ?? []);
-    if (refused !== null) {
-      const { printErr } = await import("./src/common/log.ts");
-      printErr(`denit job: "${refused}" is not UTF-8, which a job's arguments and values must be`);
+    // A job's arguments and environment travel as gRPC strings, which are UTF-8: never replaced.
+    const { printable, printErr } = await import("./src/common/log.ts");
+    const refused = launch?.args.find((arg) => printable(arg) !== decoder.decode(arg));
+    if (refused !== undefined) {
+      const shown = printable(refused);
+      printErr(`denit job: "${shown}" is not UTF-8, which a job's arguments and values must be`);
       return ExitCode.USAGE;
     }
     return await (await jobsModule()).jobMain(args.slice(1));

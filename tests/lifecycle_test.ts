@@ -26,7 +26,7 @@ import {
   Running,
   waitUntil,
 } from "./helpers.ts";
-import { resolveUser } from "../src/supervise/user.ts";
+import { resolveUser } from "../src/common/accounts.ts";
 
 /** One GET over HTTP/1.0: status and body. */
 async function get(port: number, path: string): Promise<{ status: number; body: string }> {

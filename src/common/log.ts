@@ -35,6 +35,17 @@ export function escapeControls(text: string): string {
   });
 }
 
+/** Bytes for messages: their text if they are UTF-8, else each byte, unprintable ones as \xNN. */
+export function printable(bytes: Uint8Array): string {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    return [...bytes].map((b) =>
+      b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`
+    ).join("");
+  }
+}
+
 function formatValue(value: string | number | boolean): string {
   const text = String(value);
   // deno-lint-ignore no-control-regex -- a value with control characters is quoted, escaped

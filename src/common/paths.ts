@@ -50,3 +50,9 @@ export function basename(path: string): string {
   const trimmed = path.replace(/\/+$/, "");
   return trimmed.slice(trimmed.lastIndexOf("/") + 1);
 }
+
+/** `bytes` random bytes in hex, for a name no other run chooses (temporary files, sockets). */
+export function randomHex(bytes: number): string {
+  const random = crypto.getRandomValues(new Uint8Array(bytes));
+  return [...random].map((b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -1,7 +1,7 @@
 /** Arguments of `denit copy` and `denit init` → frozen options. Same conventions as cli.ts. */
 
 import { option, type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";
-import { groups, passwd } from "../common/accounts.ts";
+import { resolveUser } from "../common/accounts.ts";
 import { UsageError } from "../common/errors.ts";
 import type { Owner } from "./file.ts";
 
@@ -44,18 +44,10 @@ Exit status: 0 done, 1 a file could not be copied (the line names it), 2 usage e
 
 /** Parses "UID:GID" with numbers or names from /etc/passwd and /etc/group. */
 export function parseOwner(text: string): Owner {
-  const [user, group, extra] = text.split(":");
-  if (extra !== undefined || !user || !group) {
+  if (!/^[^:]+:[^:]+$/.test(text)) {
     throw new RangeError(`Invalid owner "${text}": use UID:GID, like 1001:123 or runner:docker`);
   }
-  const uid = /^\d+$/.test(user) ? Number(user) : passwd().find((e) => e.name === user)?.uid;
-  const gid = /^\d+$/.test(group) ? Number(group) : groups().find((e) => e.name === group)?.gid;
-  if (uid === undefined || uid > 0xfffffffe) {
-    throw new RangeError(`Invalid owner "${text}": unknown user "${user}"`);
-  }
-  if (gid === undefined || gid > 0xfffffffe) {
-    throw new RangeError(`Invalid owner "${text}": unknown group "${group}"`);
-  }
+  const { uid, gid } = resolveUser(text);
   return Object.freeze({ uid, gid });
 }
 

@@ -24,7 +24,7 @@ import {
   writeXattr,
   type XattrFile,
 } from "../sys/files.ts";
-import { printable } from "./names.ts";
+import { printable } from "../common/log.ts";
 
 /** A copy failure; the message is one line naming the path and the cause. */
 export class CopyError extends Error {

@@ -22,7 +22,7 @@ import {
 import { buildCache } from "./cache.ts";
 import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
 import { CopyError, CopyInterrupted, fail } from "./file.ts";
-import { basename, dirname, join, resolve } from "../common/paths.ts";
+import { basename, dirname, join, randomHex, resolve } from "../common/paths.ts";
 import {
   closeRoot,
   type CopySummary,
@@ -216,7 +216,7 @@ async function install(invocation: CopyInvocation, own: Root[], more: Root[]): P
   const encoder = new TextEncoder();
   let destFd = -1;
   let installed = false;
-  const stagingName = `${STAGING_PREFIX}${crypto.randomUUID().slice(0, 8)}`;
+  const stagingName = `${STAGING_PREFIX}${randomHex(4)}`;
   const staging = encoder.encode(stagingName);
   try {
     const opened = openDirectory(AT_FDCWD, dest, true);

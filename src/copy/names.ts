@@ -3,6 +3,9 @@
  * UTF-8), and decodes only to print one.
  */
 
+import { printable } from "../common/log.ts";
+import { randomHex } from "../common/paths.ts";
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const TEMP_PREFIX = ".denit-";
@@ -17,24 +20,9 @@ export function display(base: string, name: Uint8Array): string {
   return `${base}/${printable(name)}`;
 }
 
-/** A name for messages, with bytes that are not UTF-8 shown as \xNN. */
-export function printable(name: Uint8Array): string {
-  try {
-    return new TextDecoder("utf-8", { fatal: true }).decode(name);
-  } catch {
-    return [...name].map((b) =>
-      b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`
-    )
-      .join("");
-  }
-}
-
 /** A temporary name: `.denit-` and 12 hex digits, 19 bytes whatever the final name. */
 export function tempName(): Uint8Array {
-  const random = crypto.getRandomValues(new Uint8Array(6));
-  return encoder.encode(
-    TEMP_PREFIX + [...random].map((b) => b.toString(16).padStart(2, "0")).join(""),
-  );
+  return encoder.encode(TEMP_PREFIX + randomHex(6));
 }
 
 /** True for a name `tempName()` makes: what a killed earlier run left behind. */

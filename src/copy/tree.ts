@@ -42,15 +42,8 @@ import {
   writeXattrs,
   type XattrMiss,
 } from "./file.ts";
-import {
-  bytesOf,
-  compareNames,
-  display,
-  isTempName,
-  printable,
-  sameBytes,
-  tempName,
-} from "./names.ts";
+import { bytesOf, compareNames, display, isTempName, sameBytes, tempName } from "./names.ts";
+import { printable } from "../common/log.ts";
 
 /** One SRC of the command line. */
 export interface Root {

@@ -4,6 +4,7 @@
  * not, STATUS= shown in /status), believed only from the child's own process tree.
  */
 
+import { randomHex } from "../common/paths.ts";
 import { readProcStat } from "../common/proc.ts";
 import { probe } from "../common/probe.ts";
 import {
@@ -66,9 +67,7 @@ export class Readiness {
       return readiness;
     }
     const { DatagramSocket } = await import("../sys/datagram.ts");
-    const random = crypto.getRandomValues(new Uint8Array(6));
-    const suffix = [...random].map((b) => b.toString(16).padStart(2, "0")).join("");
-    const socket = DatagramSocket.bindAbstract(`denit/notify/${Deno.pid}-${suffix}`);
+    const socket = DatagramSocket.bindAbstract(`denit/notify/${Deno.pid}-${randomHex(6)}`);
     const readiness = new Readiness(check, socket.name);
     void readiness.#listen(socket, childPid);
     return readiness;

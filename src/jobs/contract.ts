@@ -20,7 +20,7 @@
  */
 
 import { dirname } from "../common/paths.ts";
-import { readProcStat } from "../common/proc.ts";
+import { describeProcess, readProcStat } from "../common/proc.ts";
 import { errorLine } from "../common/errors.ts";
 
 /** What `N.state` holds: the keeper's part. */
@@ -106,12 +106,8 @@ export function keeperArgv(launcher: string, o: KeeperOptions, argv: readonly st
 /** Whether the keeper a state names still runs: its pid, not a zombie, with its start time. */
 export function keeperLives(state: KeeperState): boolean {
   if (state.keeper <= 0) return false;
-  try {
-    const stat = readProcStat(state.keeper);
-    return stat.field(22) === String(state.since) && !["Z", "X"].includes(stat.field(3));
-  } catch {
-    return false; // gone
-  }
+  const keeper = describeProcess(state.keeper);
+  return keeper.startTime === String(state.since) && !"ZX?".includes(keeper.state);
 }
 
 /** Whether the state says the job runs: not finished, and its keeper lives. */

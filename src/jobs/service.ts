@@ -5,7 +5,7 @@
  */
 
 import { errorLine } from "../common/errors.ts";
-import { readProcStat } from "../common/proc.ts";
+import { describeProcess, type ProcessInfo } from "../common/proc.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
@@ -139,15 +139,10 @@ function exists(pid: number): boolean {
   return result.ok || result.errno !== Errno.ESRCH;
 }
 
-/** A process's parent, group and start time (proc(5) fields 4, 5, 22); null: gone or a zombie. */
-function procFacts(pid: number): { ppid: number; pgid: number; start: string } | null {
-  try {
-    const stat = readProcStat(pid);
-    if (stat.field(3) === "Z") return null;
-    return { ppid: Number(stat.field(4)), pgid: Number(stat.field(5)), start: stat.field(22) };
-  } catch {
-    return null;
-  }
+/** A process's parent, group and start time; null: gone or a zombie. */
+function procFacts(pid: number): ProcessInfo | null {
+  const info = describeProcess(pid);
+  return info.state === "Z" || info.state === "?" ? null : info;
 }
 
 /**
@@ -155,7 +150,7 @@ function procFacts(pid: number): { ppid: number; pgid: number; start: string } |
  * group's; at every call, what a known process started (`setsid` ones too). False without /proc.
  */
 function findJobProcesses(pgid: number, known: Map<number, string>, members: boolean): boolean {
-  const facts = new Map<number, { ppid: number; pgid: number; start: string }>();
+  const facts = new Map<number, ProcessInfo>();
   try {
     for (const entry of Deno.readDirSync("/proc")) {
       const pid = Number(entry.name);
@@ -165,13 +160,15 @@ function findJobProcesses(pgid: number, known: Map<number, string>, members: boo
   } catch {
     return false;
   }
-  if (members) { for (const [pid, f] of facts) if (f.pgid === pgid) known.set(pid, f.start); }
+  if (members) { for (const [pid, f] of facts) if (f.pgid === pgid) known.set(pid, f.startTime); }
   for (let added = true; added;) {
     added = false;
     for (const [pid, f] of facts) {
       const parent = known.get(f.ppid);
-      if (known.has(pid) || parent === undefined || parent !== facts.get(f.ppid)?.start) continue;
-      known.set(pid, f.start);
+      if (known.has(pid) || parent === undefined || parent !== facts.get(f.ppid)?.startTime) {
+        continue;
+      }
+      known.set(pid, f.startTime);
       added = true;
     }
   }
@@ -181,7 +178,7 @@ function findJobProcesses(pgid: number, known: Map<number, string>, members: boo
 /** `signo` to each known process that is still the one known (pid and start time); any left. */
 function signalKnown(known: Map<number, string>, signo: number): boolean {
   for (const [pid, start] of known) {
-    if (procFacts(pid)?.start === start) sendSignal(pid, signo);
+    if (procFacts(pid)?.startTime === start) sendSignal(pid, signo);
     else known.delete(pid);
   }
   return known.size > 0;

@@ -2,22 +2,7 @@
  * What the child left behind, and its names in log lines: as PID 1 every other process; as a
  * subreaper, its descendants, walked through /proc/PID/task/TID/children.
  */
-import { readProcStat } from "../common/proc.ts";
-
-/** A process found in /proc. */
-export interface ProcessInfo {
-  readonly pid: number;
-  /** The command name (/proc/PID/comm), "?" if it ended while we looked. */
-  readonly name: string;
-  /** The one-letter state of proc(5): R, S, D, Z, T... */
-  readonly state: string;
-  readonly pgid: number;
-  readonly sid: number;
-  /** The parent (0 when unknown). */
-  readonly ppid: number;
-  /** When it started (proc(5) field 22): with the pid, its identity; "" when unknown. */
-  readonly startTime: string;
-}
+import { type ProcessInfo, readProcStat } from "../common/proc.ts";
 
 /** The children of `pid` (of this process: "self"), from every thread's children list. */
 export function childrenOf(pid: number | "self"): number[] {
@@ -69,25 +54,6 @@ export function otherProcesses(): number[] {
 /** What `self` may have to stop or name: as PID 1 every other process, else its descendants. */
 export function leftovers(self: number = Deno.pid): number[] {
   return self === 1 ? otherProcesses() : descendants(self);
-}
-
-/** Name and state of a process, from /proc/PID/stat. */
-export function describeProcess(pid: number): ProcessInfo {
-  try {
-    const stat = readProcStat(pid);
-    return {
-      pid,
-      name: stat.name,
-      state: stat.field(3) || "?",
-      pgid: Number(stat.field(5)),
-      sid: Number(stat.field(6)),
-      ppid: Number(stat.field(4)),
-      startTime: stat.field(22),
-    };
-  } catch {
-    // Ended while we looked.
-    return { pid, name: "?", state: "?", pgid: 0, sid: 0, ppid: 0, startTime: "" };
-  }
 }
 
 const PF_EXITING = 0x4; // linux/sched.h

@@ -22,7 +22,7 @@ import { VERSION } from "../common/version.ts";
 import { type Config, HELP, OPTIONS, parseInvocation, USAGE_LINE } from "./cli.ts";
 import type { FaultPoint, Supervisor } from "./supervisor.ts";
 import type { JobHost } from "../jobs/host.ts";
-import type { RunAs } from "./user.ts";
+import type { RunAs } from "../common/accounts.ts";
 
 /** What the entry module provides. */
 export interface SuperviseContext {
@@ -111,7 +111,7 @@ export async function superviseMain(
   if (config.user !== null) {
     try {
       // Before anything starts: an unknown user is a usage error, and nothing runs.
-      const { checkCanChangeUser, resolveUser } = await import("./user.ts");
+      const { checkCanChangeUser, resolveUser } = await import("../common/accounts.ts");
       runAs = resolveUser(config.user);
       checkCanChangeUser(config.user);
     } catch (err: unknown) {

@@ -11,7 +11,8 @@ import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { sendSignal } from "../sys/process.ts";
-import { childrenOf, describeProcess, formatProcesses, type ProcessInfo } from "./leftovers.ts";
+import { describeProcess, type ProcessInfo } from "../common/proc.ts";
+import { childrenOf, formatProcesses } from "./leftovers.ts";
 
 /** How often denit looks for processes reparented to it. */
 export const ORPHAN_SCAN_MS = 1000;

@@ -4,7 +4,7 @@
  */
 
 import { spawn, type SpawnRequest, type SpawnResult } from "../sys/process.ts";
-import type { RunAs } from "./user.ts";
+import type { RunAs } from "../common/accounts.ts";
 
 /** Main thread → spawner: drop to `user` (once), then spawn. */
 type ToSpawner = { type: "spawn"; user: RunAs; request: SpawnRequest };

@@ -9,6 +9,7 @@ import { type DrainCheck, formatDrainCheck } from "../common/ready.ts";
 import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGCHLD, SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
+import { describeProcess } from "../common/proc.ts";
 import type { Snapshot } from "../common/snapshot.ts";
 import {
   becomeSubreaper,
@@ -28,13 +29,7 @@ import {
 } from "../sys/process.ts";
 import type { Config, FileLimitSetting } from "./cli.ts";
 import { execFailure, type Executable, resolveCommand, shellFallback } from "./command.ts";
-import {
-  childrenOf,
-  describeProcess,
-  formatProcesses,
-  leftovers,
-  otherProcesses,
-} from "./leftovers.ts";
+import { childrenOf, formatProcesses, leftovers, otherProcesses } from "./leftovers.ts";
 import {
   deadlineGraceMs,
   type Effect,
@@ -60,7 +55,7 @@ import { explainExit, type Explanation } from "./cause.ts";
 import { MemoryWatch } from "./memory.ts";
 import type { MemoryCgroup } from "../sys/cgroup.ts";
 import type { Spawner } from "./spawner.ts";
-import type { RunAs } from "./user.ts";
+import type { RunAs } from "../common/accounts.ts";
 import type { JobHost } from "../jobs/host.ts";
 
 /** Sweeps of leftovers after reaping are at least this far apart (each reads /proc). */

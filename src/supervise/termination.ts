@@ -8,7 +8,7 @@
 import { errorLine } from "../common/errors.ts";
 import type { Logger } from "../common/log.ts";
 import { formatDuration } from "../common/duration.ts";
-import { dirname } from "../common/paths.ts";
+import { dirname, randomHex } from "../common/paths.ts";
 import { pathExists } from "../sys/process.ts";
 
 /** Kubernetes' default terminationMessagePath. */
@@ -59,8 +59,7 @@ async function writeWhole(path: string, bytes: Uint8Array): Promise<void> {
 /** A temporary file beside `path`, renamed over it; null, or why that cannot be done here. */
 async function replace(path: string, bytes: Uint8Array): Promise<unknown> {
   const dir = dirname(path);
-  const suffix = crypto.getRandomValues(new Uint32Array(1))[0]?.toString(16) ?? "0";
-  const temporary = `${dir === "/" ? "" : dir}/.denit-report-${suffix}`;
+  const temporary = `${dir === "/" ? "" : dir}/.denit-report-${randomHex(4)}`;
   try {
     await Deno.writeFile(temporary, bytes, { mode: 0o644, createNew: true });
     await Deno.rename(temporary, path);

@@ -7,7 +7,8 @@
 import type { Logger } from "../common/log.ts";
 import type { ExitStatus } from "../sys/process.ts";
 import { signalName } from "../common/signals.ts";
-import { describeProcess, leftovers } from "./leftovers.ts";
+import { describeProcess } from "../common/proc.ts";
+import { leftovers } from "./leftovers.ts";
 
 /** How often the scan for zombies denit cannot reap runs. */
 export const ZOMBIE_SCAN_MS = 5000;
