@@ -360,6 +360,7 @@ Deno.test("usage errors exit 2 with one line", async () => {
     ["copy"],
     ["copy", "/tmp"],
     ["copy", "--chown", "nobody-such-user:0", "/a", "/b"],
+    ["copy", "--chown", "new\nline\x1b[1m:0", "/a", "/b"],
     ["copy", "--chown", "12", "/a", "/b"],
     ["copy", "--chmod", "rwx", "/a", "/b"],
     ["copy", "--bogus", "/a", "/b"],
@@ -372,6 +373,9 @@ Deno.test("usage errors exit 2 with one line", async () => {
     const lines = result.stderr.trimEnd().split("\n");
     assertEquals(lines.length, 3, result.stderr);
     assertMatch(lines[0] ?? "", /^denit: /);
+    // A value's control characters are escaped: the message stays one line, the terminal as it was.
+    const controls = [...result.stderr].filter((char) => char < " " && char !== "\n");
+    assertEquals(controls, [], JSON.stringify(result.stderr));
   }
 });
 

@@ -528,9 +528,16 @@ Deno.test("jobs: denit job run -f, follow, logs, cancel and list; clear errors",
     const unknown = await job("logs", "nope");
     assertEquals(unknown.code, 1);
     assertEquals(unknown.stderr, 'denit job: NOT_FOUND: no job "nope"\n');
-    const usage = await job("frob");
+    const usage = await job("fr\nob\x1b[1m");
     assertEquals(usage.code, 2);
-    assertMatch(usage.stderr, /^denit job: Unknown job command "frob"\n/);
+    assertMatch(usage.stderr, /^denit job: Unknown job command "fr\\nob\\x1b\[1m"\n/);
+    // A bad value read when the call is made is a usage error too (exit 2, not 125).
+    const env = await job("run", "--env", "NO\nVALUE", "--", "true");
+    assertEquals(env.code, 2, env.stderr);
+    assertMatch(
+      env.stderr,
+      /^denit job: Invalid environment entry "NO\\nVALUE": use KEY=VALUE \(from --env\)\nUsage: /,
+    );
     const none = await run([...DENIT, "job", "--socket", `${s.dir}/nothing.sock`, "list"]);
     assertEquals([none.code, none.stdout], [125, ""]);
     assertMatch(

@@ -201,6 +201,20 @@ export function printOut(text: string): void {
   console.log(text);
 }
 
+/** How a program's usage errors look: `prefix: message`, its usage line, `command --help`. */
+export interface Usage {
+  readonly prefix: string;
+  readonly line: string;
+  readonly command: string;
+}
+
+/** A usage error as GNU tools print it, the message on one line (control characters escaped). */
+export function printUsageError(message: string, usage: Usage): void {
+  const { prefix, line, command } = usage;
+  const hint = `Try '${command} --help' for more information.`;
+  printErr(`${prefix}: ${escapeControls(message)}\n${line}\n${hint}`);
+}
+
 /** Writes text to stderr as is (usage errors, before a logger exists). */
 export function printErr(text: string): void {
   // deno-lint-ignore no-console -- this module is the single owner of console output

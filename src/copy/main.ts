@@ -2,7 +2,7 @@
 
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
-import { printErr, printOut } from "../common/log.ts";
+import { printErr, printOut, printUsageError } from "../common/log.ts";
 import { parseSignal, type SignalName, STOP_SIGNALS } from "../common/signals.ts";
 import {
   AT_FDCWD,
@@ -277,8 +277,7 @@ export async function copyMain(args: readonly string[]): Promise<number> {
     if (!(err instanceof UsageError)) throw err;
     const line = COPY_HELP.split("\n")[mode === "copy" ? 0 : 1]?.trim() ?? "";
     const usage = line.startsWith("Usage: ") ? line : `Usage: ${line}`;
-    printErr(`denit: ${err.message}\n${usage}`);
-    printErr(`Try 'denit ${mode} --help' for more information.`);
+    printUsageError(err.message, { prefix: "denit", line: usage, command: `denit ${mode}` });
     return ExitCode.USAGE;
   }
   if (invocation === "help") {

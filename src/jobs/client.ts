@@ -8,7 +8,7 @@ import { option, type OptionSpec, parseFrom, scanArgs, Settings } from "../commo
 import { formatDuration, parseDuration } from "../common/duration.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
-import { escapeControls, printErr, printOut } from "../common/log.ts";
+import { escapeControls, printErr, printOut, printUsageError } from "../common/log.ts";
 import { parseSignal } from "../common/signals.ts";
 import { DEFAULT_JOBS_SOCKET } from "./contract.ts";
 import { jobsDefinition } from "./proto.ts";
@@ -320,19 +320,25 @@ export async function jobMain(args: readonly string[]): Promise<number> {
       wait === undefined ? DEFAULT_WAIT_MS : Math.max(1, parseFrom(wait, parseDuration)),
     );
   } catch (err: unknown) {
-    if (!(err instanceof UsageError) && !(err instanceof RangeError)) throw err;
-    printErr(`denit job: ${err.message}\n${USAGE}\nTry 'denit job --help' for more information.`);
-    return ExitCode.USAGE;
+    return usageError(err);
   }
   try {
     return await perform(invocation, service);
   } catch (err: unknown) {
-    if (!(err instanceof CallFailed) && !(err instanceof RangeError)) throw err;
-    printErr(`denit job: ${err.message}`);
-    return err instanceof CallFailed ? err.exitCode : ExitCode.USAGE;
+    // An --env or --grace value is read when the call is made: a usage error all the same.
+    if (!(err instanceof CallFailed)) return usageError(err);
+    printErr(`denit job: ${escapeControls(err.message)}`);
+    return err.exitCode;
   } finally {
     service.close();
   }
+}
+
+/** A usage error's lines and exit code; anything else is thrown on. */
+function usageError(err: unknown): number {
+  if (!(err instanceof UsageError) && !(err instanceof RangeError)) throw err;
+  printUsageError(err.message, { prefix: "denit job", line: USAGE, command: "denit job" });
+  return ExitCode.USAGE;
 }
 
 async function perform(

@@ -12,6 +12,7 @@ import {
   type Logger,
   printErr,
   printOut,
+  printUsageError,
 } from "../common/log.ts";
 import type { HealthHandle, HealthStarter } from "../common/snapshot.ts";
 import type { Launch } from "../sys/launch.ts";
@@ -66,9 +67,10 @@ function askedFormat(args: readonly string[]): LogFormat {
 function configError(message: string, args: readonly string[], usage: boolean): number {
   if (askedFormat(args) === "json") {
     printErr(formatJsonLine(Deno.pid, "error", message, usage ? { usage: USAGE_LINE } : {}));
+  } else if (usage) {
+    printUsageError(message, { prefix: "denit", line: USAGE_LINE, command: "denit" });
   } else {
-    const hint = usage ? `\n${USAGE_LINE}\nTry 'denit --help' for more information.` : "";
-    printErr(`denit: ${escapeControls(message)}${hint}`);
+    printErr(`denit: ${escapeControls(message)}`);
   }
   return ExitCode.USAGE;
 }
