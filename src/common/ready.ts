@@ -1,17 +1,20 @@
 /** `--ready-when` and `--drain-while` checks: parsed by the command line, run elsewhere. */
 
-export type ReadyCheck =
+/** A check that runs every READY_INTERVAL_MS: tcp, http or file. */
+export type PolledCheck =
   | { readonly kind: "tcp"; readonly port: number }
   | { readonly kind: "http"; readonly port: number; readonly path: string }
-  | { readonly kind: "file"; readonly path: string }
-  | { readonly kind: "notify" };
+  | { readonly kind: "file"; readonly path: string };
+
+/** `--ready-when`: a polled check, or `notify` (sd_notify READY=1). */
+export type ReadyCheck = PolledCheck | { readonly kind: "notify" };
+
+/** `--drain-while`: a polled check, or `jobs` (the job service has jobs running). */
+export type DrainCheck = PolledCheck | { readonly kind: "jobs" };
 
 /** How often a tcp, http or file check runs, and how long each may take. */
 export const READY_INTERVAL_MS = 1000;
 export const READY_TIMEOUT_MS = 1000;
-
-/** A check that runs every READY_INTERVAL_MS: tcp, http or file. */
-export type PolledCheck = Exclude<ReadyCheck, { kind: "notify" }>;
 
 /** Parses tcp:PORT, http:PORT/PATH or file:PATH; null for another word. */
 function parsePolled(text: string): PolledCheck | null {
@@ -39,18 +42,26 @@ function parsePolled(text: string): PolledCheck | null {
   return null;
 }
 
-/** Parses tcp:PORT, http:PORT/PATH, file:PATH or notify; throws RangeError otherwise. */
-export function parseReadyCheck(text: string): ReadyCheck {
-  if (text.trim() === "notify") return { kind: "notify" };
+/** Parses tcp:PORT, http:PORT/PATH, file:PATH or `word`; throws RangeError otherwise. */
+function parseCheck<W extends "notify" | "jobs">(text: string, word: W): PolledCheck | { kind: W } {
+  if (text.trim() === word) return { kind: word };
   const check = parsePolled(text);
   if (check !== null) return check;
   throw new RangeError(
-    `Invalid check "${text}": use tcp:PORT, http:PORT/PATH, file:PATH or notify`,
+    `Invalid check "${text}": use tcp:PORT, http:PORT/PATH, file:PATH or ${word}`,
   );
 }
 
+export function parseReadyCheck(text: string): ReadyCheck {
+  return parseCheck(text, "notify");
+}
+
+export function parseDrainCheck(text: string): DrainCheck {
+  return parseCheck(text, "jobs");
+}
+
 /** The check as written on the command line. */
-export function formatReadyCheck(check: ReadyCheck): string {
+export function formatCheck(check: ReadyCheck | DrainCheck): string {
   switch (check.kind) {
     case "tcp":
       return `tcp:${check.port}`;
@@ -58,23 +69,7 @@ export function formatReadyCheck(check: ReadyCheck): string {
       return `http:${check.port}${check.path}`;
     case "file":
       return `file:${check.path}`;
-    case "notify":
-      return "notify";
+    default:
+      return check.kind;
   }
-}
-
-/** `--drain-while CHECK`: a polled check, or `jobs` (the job service has jobs running). */
-export type DrainCheck = PolledCheck | { readonly kind: "jobs" };
-
-/** Parses tcp:PORT, http:PORT/PATH, file:PATH or jobs; throws RangeError otherwise. */
-export function parseDrainCheck(text: string): DrainCheck {
-  if (text.trim() === "jobs") return { kind: "jobs" };
-  const check = parsePolled(text);
-  if (check !== null) return check;
-  throw new RangeError(`Invalid check "${text}": use tcp:PORT, http:PORT/PATH, file:PATH or jobs`);
-}
-
-/** The drain check as written on the command line. */
-export function formatDrainCheck(check: DrainCheck): string {
-  return check.kind === "jobs" ? "jobs" : formatReadyCheck(check);
 }

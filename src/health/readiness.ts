@@ -8,7 +8,7 @@ import { randomHex } from "../common/paths.ts";
 import { readProcStat } from "../common/proc.ts";
 import { probe } from "../common/probe.ts";
 import {
-  formatReadyCheck,
+  formatCheck,
   type PolledCheck,
   READY_INTERVAL_MS,
   type ReadyCheck,
@@ -75,7 +75,7 @@ export class Readiness {
 
   view(): ReadyView {
     return {
-      check: formatReadyCheck(this.#check),
+      check: formatCheck(this.#check),
       passing: this.#passing,
       lastResult: this.#lastResult,
       checkedAtMs: this.#checkedAtMs,

@@ -1,7 +1,7 @@
 /** The supervising program: parse, then supervise (the entry hands in the health endpoint). */
 
 import { formatAddress } from "../common/address.ts";
-import { formatDrainCheck, formatReadyCheck } from "../common/ready.ts";
+import { formatCheck } from "../common/ready.ts";
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import {
@@ -228,11 +228,11 @@ async function startHealth(
       graceSeconds: seconds(config.graceMs),
       killAfterSeconds: seconds(config.killAfterMs),
       shutdownDelaySeconds: seconds(config.shutdownDelayMs),
-      drainWhile: config.drainWhile === null ? null : formatDrainCheck(config.drainWhile),
+      drainWhile: config.drainWhile === null ? null : formatCheck(config.drainWhile),
       killOrphansSeconds: seconds(config.orphanGraceMs),
       timeoutSeconds: seconds(config.timeoutMs),
       user: config.user,
-      readyWhen: config.readyWhen === null ? null : formatReadyCheck(config.readyWhen),
+      readyWhen: config.readyWhen === null ? null : formatCheck(config.readyWhen),
       waitDescendants: config.waitDescendants,
       stopSignal: config.stopSignal === null ? null : signalName(config.stopSignal),
     },

@@ -5,7 +5,7 @@
 
 import { errorLine } from "../common/errors.ts";
 import { quietDelay } from "../common/delay.ts";
-import { type DrainCheck, formatDrainCheck } from "../common/ready.ts";
+import { type DrainCheck, formatCheck } from "../common/ready.ts";
 import { formatDuration } from "../common/duration.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGCHLD, SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
@@ -490,7 +490,7 @@ export class Supervisor {
         const drain = this.#config.drainWhile;
         const held = drain === null
           ? `for the shutdown delay of ${formatDuration(effect.ms)}`
-          : `while ${formatDrainCheck(drain)} holds, at most ${formatDuration(effect.ms)}`;
+          : `while ${formatCheck(drain)} holds, at most ${formatDuration(effect.ms)}`;
         this.#log.info(
           `${
             signalName(effect.signo)
@@ -525,7 +525,7 @@ export class Supervisor {
       const [holds, found] = await test();
       if (!held()) return;
       if (!holds) {
-        this.#log.info(`${formatDrainCheck(check)} no longer holds (${found}): the stop goes on`);
+        this.#log.info(`${formatCheck(check)} no longer holds (${found}): the stop goes on`);
         return this.#guard("timer", () => this.#dispatch({ type: "drain-ended" }));
       }
       await quietDelay(DRAIN_INTERVAL_MS);
