@@ -652,8 +652,10 @@ Deno.test("job service: Cancel racing a job's own exit says CANCELLED only for a
 });
 
 Deno.test("job service: Cancel ends the whole job: what it started with setsid, a stopped process by TERM, and with its keeper killed", async () => {
-  const s = await new Service("subreaper").ready();
+  // Verbose: a failure shows denit's own lines (below), which say what the service saw.
+  const s = await new Service("subreaper", ["-v", "-v"]).ready();
   const started: number[] = [];
+  let failed = true;
   try {
     const c = s.client;
     // A job that leaves its group and session: its keeper still knows it (a descendant).
@@ -724,9 +726,12 @@ Deno.test("job service: Cancel ends the whole job: what it started with setsid, 
       !exists(orphan.pid) || processState(orphan.pid) === "Z",
       "the job outlived the Cancel",
     );
+    failed = false;
   } finally {
     cleanup(started);
-    await s.stop();
+    const { stderr } = await s.stop();
+    // deno-lint-ignore no-console -- a failed test's evidence
+    if (failed) console.error(`denit's log:\n${stderr.split("\n").slice(-60).join("\n")}`);
   }
 });
 
