@@ -1,7 +1,4 @@
-/**
- * The container's own account databases, read as files (no NSS, no shell), and who USER[:GROUP]
- * is in them.
- */
+/** The container's account databases, read as files (no NSS), and USER[:GROUP] in them. */
 
 export interface PasswdEntry {
   readonly name: string;
@@ -75,9 +72,8 @@ export function checkCanChangeUser(spec: string): void {
 }
 
 /**
- * Resolves USER[:GROUP] (`--user`, `--chown`); throws RangeError naming what does not exist.
- * Without GROUP: the primary group and those listing the user (initgroups(3)). HOME from
- * /etc/passwd as gosu sets it; an unknown number gets gid 0 and HOME=/, as Docker's --user.
+ * Resolves USER[:GROUP] (`--user`, `--chown`) as gosu and Docker do (initgroups(3), HOME; an
+ * unknown number: gid 0, HOME=/); throws RangeError naming what does not exist.
  */
 export function resolveUser(spec: string, root = ""): RunAs {
   const [user = "", group, extra] = spec.split(":");

@@ -8,10 +8,7 @@ export interface ListenAddress {
 /** The health endpoint's default address, GOAT's port, on every IPv6 and IPv4 address. */
 export const DEFAULT_HEALTH: ListenAddress = Object.freeze({ hostname: "::", port: 7623 });
 
-/**
- * Parses "HOST:PORT", ":PORT" or "[V6]:PORT"; an empty host means every address, "::" (which
- * takes IPv4 too, as IPv4-mapped addresses, unless the host has no IPv6: see the server).
- */
+/** "HOST:PORT", ":PORT" or "[V6]:PORT"; an empty host is "::" (IPv4 too, where IPv6 exists). */
 export function parseListenAddress(text: string): ListenAddress {
   const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]*)):(\d{1,5})$/.exec(text.trim());
   const port = match === null ? NaN : Number(match[3]);

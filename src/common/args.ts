@@ -1,7 +1,4 @@
-/**
- * The one argument scanner: argv and environment twins → values that remember their source, so
- * that every error names it (`--grace` or `DENIT_GRACE`).
- */
+/** The one argument scanner: argv and DENIT_* twins → values that remember their source. */
 
 import { UsageError } from "./errors.ts";
 

@@ -1,6 +1,6 @@
 /**
- * A delay that costs nothing to start (Deno loads its timer code at the first `setTimeout`):
- * `Atomics.waitAsync` on a cell nobody notifies. A pending delay keeps nothing alive.
+ * A delay that costs nothing to start (Deno loads its timer code at the first `setTimeout`) and
+ * keeps nothing alive: `Atomics.waitAsync` on a cell nobody notifies.
  */
 
 const cell = new Int32Array(new SharedArrayBuffer(4));

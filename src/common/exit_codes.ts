@@ -2,10 +2,7 @@
 export const ExitCode = {
   /** `--help`, `--version`, a successful `denit copy`/`init`, or a child remapped by `-e`. */
   OK: 0,
-  /**
-   * `denit copy`/`init`: a file could not be copied (the message names it and the cause);
-   * `denit job`: the service refused; `denit probe`: the endpoint did not answer 2xx.
-   */
+  /** copy/init: a file could not be copied; job: the service refused; probe: not 2xx. */
   FAILED: 1,
   /** Usage error: one line naming the problem, then a pointer to `--help`. */
   USAGE: 2,

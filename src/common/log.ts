@@ -112,8 +112,8 @@ export const EXIT_FLUSH_MS = 1000;
 const MAX_HELD_BYTES = 64 * 1024;
 
 /**
- * Lines to stderr, one write(2) each, on a thread of the runtime: a full pipe never holds up
- * the caller. Up to MAX_HELD_BYTES wait; beyond, lines are dropped, counted, and the count said.
+ * Lines to stderr, one write(2) each, on a runtime thread: a full pipe never holds up the caller;
+ * beyond MAX_HELD_BYTES, lines are dropped and counted.
  */
 class ErrWriter {
   readonly #dropped: (count: number) => Uint8Array;

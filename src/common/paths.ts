@@ -1,7 +1,4 @@
-/**
- * Path arithmetic on strings, shared by copy mode, the supervisor and the job service (node:path
- * would load Deno's Node layer at start).
- */
+/** Path arithmetic on strings (node:path would load Deno's Node layer at start). */
 
 /** Everything but the last component ("/" for "/x", "." for "x"). */
 export function dirname(path: string): string {

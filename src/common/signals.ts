@@ -1,8 +1,6 @@
 /**
- * Linux signals (x86_64 and aarch64 share them): names and numbers, parsed and printed, and the
- * signal policy, one row per signal 1..31: what denit does with it, and why; 34..64 are
- * forwarded. The launcher applies it before the runtime starts: what is forwarded, and SIGCHLD,
- * is blocked and read from a signalfd; what is ignored is SIG_IGN.
+ * Linux signals (x86_64 and aarch64 share them), and the policy, one row per signal 1..31 (34..64
+ * are forwarded), which the launcher applies before the runtime starts (blocked, or SIG_IGN).
  */
 
 /** What denit does with a signal it receives. */

@@ -1,8 +1,6 @@
 /**
- * The runtime's cache beside the launcher (`deno-cache`, its DENO_DIR). Its keys hold the
- * modules' paths, so it is made where it will run (`make bundle`, `make rootfs`, `denit init`):
- * the launcher runs once in each mode, then each SQLite database is sealed for read-only use
- * (statistics made, log folded in, empty `-wal` and `-shm` beside it, which SQLite needs).
+ * The runtime's cache beside the launcher (`deno-cache`): its keys hold the modules' paths, so it
+ * is made where it runs, then each SQLite database is sealed for read-only use (empty -wal/-shm).
  */
 
 import { DatabaseSync } from "node:sqlite";

@@ -1,7 +1,4 @@
-/**
- * Copying one regular file, by descriptors: the source opened without following a symlink, the
- * destination created with O_EXCL; large files in chunks on a thread of the runtime.
- */
+/** One regular file, by descriptors: source never through a symlink, destination O_EXCL. */
 
 import {
   closeFd,
@@ -181,9 +178,8 @@ function finishFile(
 }
 
 /**
- * Copies one file to `job.target`: data (holes kept), owner, mode, extended attributes (after
- * chown, which clears capabilities), times; or a hard link to a copy of another of its names
- * (`linked`). Throws CopyError or CopyInterrupted, leaving nothing behind.
+ * Copies one file to `job.target` (data with holes, owner, mode, xattrs after chown, times), or
+ * links it to a copy of another of its names; throws leaving nothing behind.
  */
 export async function copyFile(
   job: FileJob,

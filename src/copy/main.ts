@@ -205,9 +205,8 @@ async function execute(invocation: CopyInvocation, groups: readonly Group[]): Pr
 const STAGING_PREFIX = ".denit-init-";
 
 /**
- * `denit init`: denit's files go to a staging directory in DEST (unchanged ones linked), the
- * --with files into DEST, then denit's are renamed into place, the launcher last: a failure
- * leaves DEST's denit as it was, or none.
+ * `denit init`: denit's files are staged in DEST, the --with files copied, then denit's renamed
+ * into place, the launcher last: a failure leaves DEST's denit as it was, or none.
  */
 async function install(invocation: CopyInvocation, own: Root[], more: Root[]): Promise<number> {
   const dest = resolve(invocation.dest);

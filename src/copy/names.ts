@@ -1,7 +1,4 @@
-/**
- * Names as raw bytes: copy mode never decodes a file name to copy it (a name need not be
- * UTF-8), and decodes only to print one.
- */
+/** Names as raw bytes (a name need not be UTF-8): decoded only to print one. */
 
 import { printable } from "../common/log.ts";
 import { randomHex } from "../common/paths.ts";

@@ -1,9 +1,6 @@
 /**
- * Copy mode's one pass: each entry of SRC is looked at once against DEST and decided once
- * (refused, unchanged, written); --dry-run takes the same walk. Nothing that exists in DEST
- * changes before the walk is done: new directories are made under temporary names, files in
- * existing ones are written under temporary names, and the renames and existing directories'
- * attributes wait for the end, so a refusal, failure or stop signal leaves DEST as it was.
+ * Copy mode's one pass: each entry is decided once against DEST. Nothing in DEST changes before
+ * the walk ends (new names are temporary, renames wait), so a failure leaves DEST as it was.
  */
 
 import {

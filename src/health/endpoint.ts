@@ -1,7 +1,4 @@
-/**
- * The health endpoint: /healthz (/livez), /readyz, /status and /metrics over the supervisor's
- * snapshot, on the supervisor's own thread (an answer says that thread turns).
- */
+/** /healthz (/livez), /readyz, /status, /metrics over the supervisor's snapshot, on its thread. */
 
 import type { ListenAddress } from "../common/address.ts";
 import type {
@@ -247,9 +244,8 @@ export function route(source: HealthSource, request: HttpRequest): HttpResponse 
 const KEPT_DESCRIPTORS = 40;
 
 /**
- * Binds; "::" falls back to "0.0.0.0" on a host without IPv6. Under a low open-file limit fewer
- * connections are held, so that clients never take the descriptors denit needs to read /proc
- * and stop what the child left.
+ * Binds ("::" falls back to "0.0.0.0" without IPv6); under a low open-file limit it holds fewer
+ * connections, leaving denit the descriptors it needs to read /proc and stop leftovers.
  */
 function listen(
   address: ListenAddress,

@@ -1,7 +1,6 @@
 /**
- * `--ready-when`: tcp, http and file checks every READY_INTERVAL_MS (READY_TIMEOUT_MS each),
- * or `notify`, sd_notify(3) on a datagram socket (READY=1 ready, STOPPING=1 and RELOADING=1
- * not, STATUS= shown in /status), believed only from the child's own process tree.
+ * `--ready-when`: tcp, http and file checks every READY_INTERVAL_MS, or sd_notify(3) `notify`
+ * (READY=1, STOPPING=1, RELOADING=1, STATUS=), believed only from the child's process tree.
  */
 
 import { randomHex } from "../common/paths.ts";

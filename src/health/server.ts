@@ -1,8 +1,7 @@
 /**
- * A small HTTP/1.1 server for the health endpoint: one request per connection, then close. A
- * PID 1 must bound what clients cost it, which `Deno.serve` does not: here a connection has a
- * fixed buffer and a deadline, at `maxConnections` the oldest is closed, and every answer fits
- * a socket's send buffer, so a write completes whether or not the client reads.
+ * HTTP/1.1 for the health endpoint, one request per connection. Unlike `Deno.serve`, it bounds
+ * what clients cost PID 1: a fixed buffer, a deadline, a connection cap, answers that fit a send
+ * buffer (a write completes whether or not the client reads).
  */
 
 /** A parsed request: only what the health routes need. */

@@ -1,7 +1,4 @@
-/**
- * `denit job`: a client of the job service (gRPC on its Unix socket) for people and scripts;
- * `follow` and `logs -f` resume where they were when a connection drops.
- */
+/** `denit job`: the service's client; `follow` and `logs -f` resume after a dropped connection. */
 
 import * as grpc from "@grpc/grpc-js";
 import { option, type OptionSpec, parseFrom, scanArgs, Settings } from "../common/args.ts";

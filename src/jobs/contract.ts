@@ -128,10 +128,7 @@ export const COUNTS_FILE = "counts.json";
 /** Made when denit starts to stop: every Run reads it, and refuses a new job once it is there. */
 export const STOPPING_FILE = "stopping";
 
-/*
- * Trusted places, as ssh judges them: every directory on the way (links followed) is root's or
- * denit's user's and writable by no one else (sticky ones excepted); missing ones are made 0700.
- */
+/* Trusted places, as ssh judges them: root's or denit's user's, writable by no one else. */
 
 /** Links followed on one walk before it is called a loop (the kernel's MAXSYMLINKS). */
 const MAX_LINKS = 40;
@@ -160,10 +157,7 @@ function check(path: string, info: Deno.FileInfo, uid: number, last: boolean): v
   }
 }
 
-/**
- * Walks `dir` a component at a time, following links by hand so that each one met is checked:
- * the real path of what exists, and the components still missing.
- */
+/** Walks `dir` a component at a time, checking each link met: its real path, what is missing. */
 function walk(dir: string, uid: number): { at: string; missing: string[] } {
   const pending = dir.split("/").filter((name) => name !== "" && name !== ".").reverse();
   let at = "/";

@@ -1,8 +1,6 @@
 /**
- * PID 1's side of the job service (`--jobs-socket`): denit holds the listening socket for its
- * whole run, starts the service (`denit job serve`, its own runtime) when a connection waits,
- * and again after it died. It never forwards the child's signals to it; a marker in the run's
- * directory says that no new jobs may start, and denit's stop ends it.
+ * PID 1's side of `--jobs-socket`: denit holds the listening socket for its whole run and starts
+ * the service (`denit job serve`) when a connection waits, and again after it died.
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -139,10 +137,7 @@ export class JobHost {
     return pids;
   }
 
-  /**
-   * Makes the trusted directories, binds the socket and listens, so that a bad path fails before
-   * the child runs; throws the whole line to log.
-   */
+  /** Makes the trusted directories and listens, so that a bad path fails before the child runs. */
   async start(): Promise<void> {
     const { socket, spool } = this.#settings;
     try {

@@ -1,7 +1,4 @@
-/**
- * proto/denit/jobs/v1/jobs.proto (imported as text: the bundle holds it) and the gRPC
- * definitions made from it, for the job service and `denit job` only.
- */
+/** jobs.proto (imported as text: the bundle holds it) and the gRPC definitions made from it. */
 
 import type * as grpc from "@grpc/grpc-js";
 import { fromJSON } from "@grpc/proto-loader";
@@ -10,10 +7,7 @@ import JOBS_PROTO from "../../proto/denit/jobs/v1/jobs.proto" with { type: "text
 
 export const JOBS_SERVICE = "denit.jobs.v1.Jobs";
 
-/**
- * The service's methods with their (de)serialisers: 64-bit integers as numbers, enums as
- * their names, bytes as Uint8Array-compatible Buffers, every field present.
- */
+/** The methods with their (de)serialisers: 64-bit integers as numbers, enums as names. */
 export function jobsDefinition(): grpc.ServiceDefinition {
   // Field names in camelCase (workDir for work_dir), as proto-loader gives them by default.
   const root = protobuf.parse(JOBS_PROTO).root;

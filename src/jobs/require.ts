@@ -1,7 +1,6 @@
 /**
  * The bundled CommonJS of @grpc/grpc-js and protobufjs asks for Node's built-ins through a
- * global `require`: provided here from node:module, right before the job half loads (from the
- * sources the packages load natively and this changes nothing).
+ * global `require`: provided from node:module, right before the job half loads.
  */
 
 interface WithRequire {

@@ -1,8 +1,6 @@
 /**
- * `denit job serve`, the job service's process (denit starts it; not for people): gRPC on the
- * socket denit hands it at `--listen-fd`, at most MAX_CONNECTIONS at once. Every connection's
- * GOAWAY frames are dropped: nghttp2 in Deno's node:http2 can abort the process on one
- * (denoland/deno#36788), and a client closes its connection after its calls anyway.
+ * `denit job serve`: gRPC on the socket denit hands it, at most MAX_CONNECTIONS. GOAWAY frames
+ * are dropped: nghttp2 in Deno's node:http2 can abort on one (denoland/deno#36788).
  */
 
 import * as grpc from "@grpc/grpc-js";
@@ -29,10 +27,7 @@ import {
 
 /** Connections at once; beyond them a new one is closed at once (clients retry). */
 export const MAX_CONNECTIONS = 64;
-/**
- * How often the service checks that it still accepts: the runtime's accept loop stops silently
- * when accept(2) fails (EMFILE); the service then exits, and denit starts it again.
- */
+/** accept(2) failing (EMFILE) stops the runtime's accept loop silently: checked this often. */
 const ACCEPT_CHECK_MS = 2000;
 /** A connection that sent no preface and first frame this long after its accept is closed. */
 export const SILENT_CONNECTION_MS = 5000;
@@ -133,10 +128,7 @@ interface Transport {
   };
 }
 
-/**
- * The HTTP/2 stream under a grpc-js server call (grpc-js 1.14: the call's `call`, through any
- * `nextCall`, holds `stream`), or null if the library's shape changed.
- */
+/** The HTTP/2 stream under a grpc-js 1.14 server call (`call`, through `nextCall`), or null. */
 function transportOf(call: unknown): Transport | null {
   let at = (call as { call?: unknown }).call;
   for (let depth = 0; depth < 4 && at !== undefined && at !== null; depth++) {
@@ -154,9 +146,8 @@ const PACE_MS = 2;
 const PACE_MAX_MS = 100;
 
 /**
- * Deno's node:http2 completes a write at once and keeps what it cannot send: a stream writes
- * only while the peer's window is open and the socket's queue is short, or a slow client would
- * make the service hold the whole output in memory.
+ * Deno's node:http2 keeps what it cannot send: a stream writes only while the peer's window is
+ * open and the socket's queue short, or a slow client would make the service hold all output.
  */
 function mayWrite(transport: Transport | null): boolean {
   const session = transport?.session;
@@ -251,10 +242,7 @@ function acceptStops(fd: number, accepted: () => number): Promise<void> {
   });
 }
 
-/**
- * Accepts on the socket at `fd`, at most MAX_CONNECTIONS at once (grpc-js has no limit), and
- * hands each, filtered, to grpc-js; resolves to a promise that resolves if accepting stops.
- */
+/** Accepts at `fd`, at most MAX_CONNECTIONS (grpc-js has no limit); resolves if accepting stops. */
 async function listen(
   server: grpc.Server,
   fd: number,

@@ -1,7 +1,6 @@
 /**
- * The five calls of `denit.jobs.v1.Jobs`: what each checks, waits for and answers. Each job
- * runs under a keeper of its own (launch/keep.c), which records in the spool what becomes of it
- * whatever becomes of the service; a watch on the run's directory tells the service.
+ * The five calls of `denit.jobs.v1.Jobs`. Each job runs under its own keeper (launch/keep.c),
+ * which records in the spool what becomes of it; a watch on the run's directory tells the service.
  */
 
 import { errorLine } from "../common/errors.ts";
@@ -145,10 +144,7 @@ function procFacts(pid: number): ProcessInfo | null {
   return info.state === "Z" || info.state === "?" ? null : info;
 }
 
-/**
- * Adds to `known` (pid → start time) the job's processes: with `members` (only at first), its
- * group's; at every call, what a known process started (`setsid` ones too). False without /proc.
- */
+/** Adds to `known` (pid → start time) the job's group (`members`) and its descendants. */
 function findJobProcesses(pgid: number, known: Map<number, string>, members: boolean): boolean {
   const facts = new Map<number, ProcessInfo>();
   try {
@@ -184,10 +180,7 @@ function signalKnown(known: Map<number, string>, signo: number): boolean {
   return known.size > 0;
 }
 
-/**
- * A keeper's Cancel, for a job whose keeper is gone: TERM and CONT to its group and their
- * descendants now, KILL after the grace, until none is left (one whose parent died is denit's).
- */
+/** A Cancel for a job whose keeper is gone: TERM and CONT now, KILL after the grace. */
 async function stopJob(pgid: number, graceMs: number): Promise<void> {
   const known = new Map<number, string>();
   // Without /proc, its group is all that can be found.
@@ -273,10 +266,7 @@ export class JobService {
     if (changed) this.#table.saveCounts();
   }
 
-  /**
-   * A job whose keeper and group are gone with no end recorded is lost (LOST_EXIT), not RUNNING
-   * for ever; its state is read again first, in case the keeper wrote the end and then left.
-   */
+  /** A job whose keeper and group are gone with no end recorded is lost, not RUNNING for ever. */
   #settleLost(): void {
     for (const job of this.#table.list()) {
       const state = job.state;
@@ -492,10 +482,7 @@ export class JobService {
     }
   }
 
-  /**
-   * Cancel: TERM to every process of the job, KILL after the grace (by its keeper, or with the
-   * keeper gone, by this service); returns once none is left.
-   */
+  /** Cancel: TERM, KILL after the grace (by the keeper, or this service); returns once all gone. */
   async cancel(id: string, graceMs: number): Promise<JobMessage> {
     const job = this.#find(id);
     await job.started.promise;

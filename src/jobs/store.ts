@@ -1,8 +1,6 @@
 /**
- * The jobs of this run as the spool holds them: `N.json`, what was asked (the service's);
- * `N.state`, `N.out` and `N.err`, what became of it (its keeper's). A service started again
- * takes up every job where it is. Finished jobs are forgotten oldest first beyond
- * KEEP_FINISHED_JOBS jobs or KEEP_SPOOL_BYTES bytes.
+ * The run's jobs in the spool: `N.json` (the service's), `N.state`, `N.out`, `N.err` (the
+ * keeper's). Finished jobs are forgotten oldest first beyond KEEP_FINISHED_JOBS or KEEP_SPOOL_BYTES.
  */
 
 import { COUNTS_FILE, type KeeperState, parseState } from "./contract.ts";

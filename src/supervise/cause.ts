@@ -1,8 +1,4 @@
-/**
- * Why the child ended, as an operator asks it ("my container exited 137, why?"): its own exit,
- * the kernel's OOM killer, denit's own SIGKILL (grace or timeout), a signal denit forwarded from
- * outside, or a signal from someone else.
- */
+/** Why the child ended: its exit, the OOM killer, denit's SIGKILL, or a signal from outside. */
 
 import { SIGKILL, signalName } from "../common/signals.ts";
 import type { ExitStatus } from "../sys/process.ts";
@@ -76,10 +72,7 @@ export function explainExit(facts: ExitFacts): Explanation {
 /** How long the OOM-kill count may still rise for another process reaped after a SIGKILL. */
 export const OOM_COUNT_SETTLE_MS = 500;
 
-/**
- * Which rises of the OOM-kill count are the child's: those taken while it lives, less the ones
- * that come late for another process denit reaped after a SIGKILL.
- */
+/** The child's rises of the OOM-kill count: less those that come late for others SIGKILLed. */
 export class OomLedger {
   #before: number | null = null;
   /** When each other process killed by SIGKILL was reaped, its rise not yet seen. */

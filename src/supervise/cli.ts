@@ -1,7 +1,6 @@
 /**
- * The supervisor's command line and `DENIT_*` environment → one frozen Config. Flags win over
- * the environment. Options end at `--` or at the first word that is not an option (as tini's
- * `+` getopt), so `denit ls -l` runs `ls -l`.
+ * The command line and `DENIT_*` environment → one frozen Config; flags win. Options end at `--`
+ * or at the first word that is not one (tini's `+` getopt): `denit ls -l` runs `ls -l`.
  */
 
 import {

@@ -1,7 +1,4 @@
-/**
- * The command found as execvp(3) finds it, with no shell: the PATH search, the /bin/sh fallback
- * for a text file without `#!`, and messages that say what is missing.
- */
+/** The command found as execvp(3) finds it, with no shell, and messages naming what is missing. */
 
 import { ExitCode } from "../common/exit_codes.ts";
 import { canExecute, Errno, errnoMessage, pathExists } from "../sys/process.ts";
@@ -42,8 +39,8 @@ function kindOf(path: string): "file" | "other" | "missing" {
 }
 
 /**
- * A name with a slash as is, else the first executable file in PATH (an empty entry: the working
- * directory); a file found but not executable is the answer (126) if nothing better is.
+ * A name with a slash as is, else the first executable in PATH (empty entry: the working
+ * directory); a non-executable file found is the answer (126) if nothing better is.
  */
 export function resolveCommand(name: string, pathVariable: string | undefined): Uint8Array {
   if (name === "") throw new ExecError(`Cannot start "": empty command name`, ExitCode.NOT_FOUND);

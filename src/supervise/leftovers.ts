@@ -1,7 +1,4 @@
-/**
- * What the child left behind, and its names in log lines: as PID 1 every other process; as a
- * subreaper, its descendants, walked through /proc/PID/task/TID/children.
- */
+/** What the child left: as PID 1 every other process; as a subreaper, its descendants. */
 import { type ProcessInfo, readProcStat } from "../common/proc.ts";
 
 /** The children of `pid` (of this process: "self"), from every thread's children list. */

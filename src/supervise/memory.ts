@@ -1,7 +1,6 @@
 /**
- * The child's memory: the cgroup's limit, oom.group and OOM-kill count (did the kernel kill
- * the child?), the child's oom_score_adj, and the runtime's idle code pages, dropped under a
- * limit so that the OOM killer does not pick denit for them.
+ * The child's memory: the cgroup's limit, oom.group and OOM-kill count, oom_score_adj, and the
+ * runtime's idle code pages, dropped under a limit so that the OOM killer does not pick denit.
  */
 
 import { quietDelay } from "../common/delay.ts";
@@ -45,9 +44,8 @@ export class MemoryWatch {
   }
 
   /**
-   * Takes the OOM-kill count unless `pid`, the child's while it runs, is on its way out when the
-   * count has been read: the OOM killer sends SIGKILL before it counts, so a count that holds
-   * the child's kill is never taken for another's.
+   * Takes the OOM-kill count unless `pid` is on its way out: the OOM killer sends SIGKILL before
+   * it counts, so a count that holds the child's kill is never taken for another's.
    */
   refresh(pid: number | null): void {
     if (this.#cgroup === null) return;
@@ -56,10 +54,7 @@ export class MemoryWatch {
     this.#ledger.taken(count, performance.now());
   }
 
-  /**
-   * The child runs: its oom_score_adj, the facts for /status, a warn line where memory.oom.group
-   * kills denit with the child, the idle code pages at once, and soon the start's freed heap.
-   */
+  /** The child runs: its oom_score_adj, /status's facts, the oom.group warning, code pages. */
   childStarted(pid: number, oomScoreAdj: number | null): void {
     if (oomScoreAdj !== null) {
       try {

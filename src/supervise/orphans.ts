@@ -1,8 +1,6 @@
 /**
- * `--kill-orphans`: a process reparented to denit while the child runs gets SIGTERM, and SIGKILL
- * GRACE later; one warn line each. denit reads its children every ORPHAN_SCAN_MS (the kernel
- * tells no one). An orphan is known by session and group, so one that forks again and again is
- * one orphan. Never touched: the child, its process group, and denit's own processes.
+ * `--kill-orphans`: a process reparented to denit while the child runs gets SIGTERM, SIGKILL
+ * GRACE later. An orphan is known by session and group (one that forks again is one orphan).
  */
 
 import { errorLine } from "../common/errors.ts";

@@ -1,7 +1,6 @@
 /**
- * The only waiter for children (never `Deno.Command`, whose waitpid would race): a round of
- * reaping after a SIGCHLD. Reaping and signalling share one thread, so a pid denit signals is
- * never one it reaped already, as in tini.
+ * The only waiter for children (never `Deno.Command`): a round of reaping after a SIGCHLD, on
+ * the thread that signals, so a pid denit signals is never one it reaped already.
  */
 
 import {

@@ -1,7 +1,4 @@
-/**
- * `--user`: the child spawned from a worker thread whose credentials were dropped (root stays).
- * The worker runs the main module, which serves spawns on any worker thread (denit has no other).
- */
+/** `--user`: the child spawned from a worker thread whose credentials were dropped. */
 
 import { spawn, type SpawnRequest, type SpawnResult } from "../sys/process.ts";
 import type { RunAs } from "../common/accounts.ts";

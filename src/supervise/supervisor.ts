@@ -1,7 +1,4 @@
-/**
- * The driver, the one holder of mutable state: feeds events to `transition()` and performs its
- * effects. It fails fast before the child runs; after, failures are logged and it goes on.
- */
+/** The driver, the one holder of mutable state: performs `transition()`'s effects. */
 
 import { errorLine } from "../common/errors.ts";
 import { quietDelay } from "../common/delay.ts";
@@ -180,10 +177,7 @@ export class Supervisor {
     });
   }
 
-  /**
-   * Prepares this process, takes the signals so far (a stop: the child is never started), then
-   * starts the child; throws ExecError (126/127) if it cannot run.
-   */
+  /** Takes the signals so far (a stop: nothing starts), then starts the child (ExecError). */
   async start(
     argv: readonly Uint8Array[],
     child: { runAs: RunAs | null; variables: Readonly<Record<string, string>> } = {

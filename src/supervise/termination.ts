@@ -1,8 +1,6 @@
 /**
- * Kubernetes' termination message: why the container ended, where the kubelet reads it (at most
- * 4096 bytes of /dev/termination-log by default). Renamed into place where it can be, else one
- * write(2) (a bind-mounted file); a child's own message in the default file is kept; a write
- * that takes longer than WRITE_TIMEOUT_MS is abandoned with a warn line.
+ * Kubernetes' termination message (4096 bytes of /dev/termination-log): renamed into place, else
+ * one write(2); a child's own message is kept; a slow write is abandoned with a warn line.
  */
 
 import { errorLine } from "../common/errors.ts";

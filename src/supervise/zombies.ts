@@ -1,6 +1,5 @@
 /**
- * What denit says about zombies: those only a living parent may reap, counted by parent every
- * ZOMBIE_SCAN_MS (for /status, /metrics, and a warn line a minute at most), and with -w a line
+ * Zombies only a living parent may reap, counted by parent every ZOMBIE_SCAN_MS; with -w a line
  * per reaped orphan, at most REAPED_LINES_PER_SECOND, then one a second counting the rest.
  */
 

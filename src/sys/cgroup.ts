@@ -1,8 +1,4 @@
-/**
- * The memory cgroup denit and its child run in, for naming an OOM kill: its `oom_kill` count and
- * limit (v2: memory.events, memory.max; v1: memory.oom_control, memory.limit_in_bytes). Found
- * through /proc/self/cgroup and /proc/self/mountinfo, inside a cgroup namespace or not.
- */
+/** The memory cgroup: its `oom_kill` count and limit (v2 or v1), found through /proc/self. */
 
 import { pathExists } from "./process.ts";
 
@@ -45,10 +41,7 @@ function unescape(field: string): string {
   );
 }
 
-/**
- * The memory cgroup from the texts of /proc/self/cgroup and /proc/self/mountinfo: v1's
- * `memory` controller if it is mounted, else the v2 unified hierarchy; null when neither is.
- */
+/** The memory cgroup from /proc/self/cgroup and mountinfo: v1's `memory`, else v2; or null. */
 export function memoryCgroupFrom(cgroupText: string, mountInfoText: string): MemoryCgroup | null {
   const mounts = parseMountInfo(mountInfoText);
   let unified: string | null = null;
@@ -124,11 +117,7 @@ export function readMemoryLimit(cgroup: MemoryCgroup): number | null {
   return text === null ? null : memoryLimitFrom(cgroup.version, text);
 }
 
-/**
- * v2's `memory.oom.group`: true when an OOM kill takes every process of the cgroup at once
- * (the kubelet sets it on containers since 1.28), false when only the pick dies; null on v1
- * (no such file) or when it cannot be read.
- */
+/** v2's `memory.oom.group` (an OOM kill takes the whole cgroup); null on v1 or unreadable. */
 export function readOomGroup(cgroup: MemoryCgroup): boolean | null {
   if (cgroup.version !== 2) return null;
   const value = read(`${cgroup.dir}/memory.oom.group`)?.trim();

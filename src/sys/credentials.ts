@@ -1,18 +1,12 @@
 /**
- * Dropping privileges on one thread only: Linux keeps credentials per thread, and the raw system
- * calls (not glibc's wrappers, which make every thread follow) change only the caller. A worker
- * thread drops them and spawns the child, which inherits them; the supervisor's thread stays
- * root. A fork of a multi-threaded V8 process is no alternative.
+ * Dropping privileges on one thread: raw system calls (glibc's wrappers change every thread)
+ * on a worker that spawns the child; the supervisor's thread stays root.
  */
 
 import { SYS } from "./layout.ts";
 import { addressOf, errno, errnoMessage, libc } from "./symbols.ts";
 
-/**
- * setgroups, setresgid, setresuid (real, effective and saved ids: no way back to root) for the
- * calling thread only, in that order (groups and gid while still root): null once done, else
- * which call failed and why.
- */
+/** setgroups, setresgid, setresuid for this thread only: null once done, else what failed. */
 export function dropThreadPrivileges(
   uid: number,
   gid: number,

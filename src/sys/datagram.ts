@@ -1,8 +1,6 @@
 /**
- * A Unix datagram socket in the abstract namespace for sd_notify (`--ready-when notify`): no
- * file, so it works on a read-only root and for a child of any user. Anyone in the network
- * namespace may send to it, so each message comes with the kernel's SO_PASSCRED credentials and
- * the caller decides whom to believe, as systemd does (Deno's datagram sockets carry none).
+ * An abstract-namespace datagram socket for sd_notify: no file, so it works on a read-only root.
+ * Each message carries SO_PASSCRED credentials and the caller decides whom to believe.
  */
 
 import { CMSG, IOVEC, MSGHDR, SOCKET, UCRED, unixAddress } from "./layout.ts";

@@ -1,7 +1,6 @@
 /**
- * File calls for copy mode, relative to directory descriptors, on raw name bytes, never
- * following a final symlink: a directory swapped for a symlink during a copy cannot redirect a
- * write.
+ * File calls for copy mode, on directory descriptors and raw names, never following a final
+ * symlink: a directory swapped for a symlink cannot redirect a write.
  */
 
 import { DIRENT64, O, RLIMIT, STATX } from "./layout.ts";
@@ -233,9 +232,8 @@ export function listDirectory(fd: number): Outcome<DirEntry[]> {
 }
 
 /**
- * copy_file_range(2) of up to `length` bytes at `at` in both files; 0 at end of input. On a
- * thread of the runtime (`onThread`) the event loop goes on meanwhile, but errno cannot be read
- * there: a failure reads as errno 0, and the caller repeats the call here to learn it.
+ * copy_file_range(2) of up to `length` bytes at `at`; 0 at end. On a runtime thread (`onThread`)
+ * errno cannot be read: a failure reads as 0, and the caller repeats the call here.
  */
 async function copyRangeAt(
   input: number,
@@ -276,10 +274,7 @@ const FALLBACK_ERRNOS: ReadonlySet<number> = new Set([
   Errno.ENOTSUP,
 ]);
 
-/**
- * Copies `size` bytes from input to output; `sparse`: only SEEK_DATA's ranges, then truncated to
- * its size, so holes stay holes. The bytes copied, or the errno.
- */
+/** Copies `size` bytes; `sparse`: only SEEK_DATA's ranges, then truncated, so holes stay. */
 export async function copyData(
   input: number,
   output: number,

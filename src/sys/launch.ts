@@ -1,7 +1,6 @@
 /**
- * What the launcher (launch/denit.c) hands over: DENIT_LAUNCH and the memfd it names (the
- * arguments as bytes, the variables moved out of the runtime's way, those it set). The memfd is
- * read and closed, the environment put back as the container gave it, stderr taken back.
+ * What the launcher (launch/denit.c) hands over in DENIT_LAUNCH's memfd: the arguments as
+ * bytes, the variables moved out of the runtime's way; the environment is put back.
  */
 
 import { closeFd, cString, libc } from "./symbols.ts";

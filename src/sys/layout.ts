@@ -1,7 +1,6 @@
 /**
- * Struct sizes, offsets and constants of glibc on 64-bit Linux. x86_64 and aarch64 share them
- * (LP64, the same glibc structs) but for two open(2) flags and the system call numbers, which
- * `ARM64` picks; tests/layout_test.ts checks them against the C headers.
+ * glibc's struct sizes, offsets and constants on 64-bit Linux, shared by x86_64 and aarch64 but
+ * for ARCH_CONSTANTS; tests/layout_test.ts checks them against the C headers.
  */
 
 const ARM64 = Deno.build.arch === "aarch64";
@@ -57,11 +56,7 @@ export const UCRED = Object.freeze({ bytes: 12, pid: 0, uid: 4, gid: 8 });
 /** struct linux_dirent64 (getdents64(2)). */
 export const DIRENT64 = Object.freeze({ ino: 0, reclen: 16, type: 18, name: 19 });
 
-/**
- * What differs between the two architectures: O_DIRECTORY and O_NOFOLLOW, and the numbers of the
- * calls glibc wraps process-wide. x86_64: asm-generic/fcntl.h, syscall_64.tbl; aarch64:
- * asm/fcntl.h, asm-generic/unistd.h.
- */
+/** Per architecture: O_DIRECTORY, O_NOFOLLOW, the numbers of calls glibc wraps process-wide. */
 export const ARCH_CONSTANTS = Object.freeze({
   x86_64: Object.freeze({
     directory: 0o200000,
@@ -115,11 +110,7 @@ export const SOCKET = Object.freeze({
 /** struct sockaddr_un { sa_family_t sun_family; char sun_path[108]; }: sun_path's offset and size. */
 const SOCKADDR_UN = Object.freeze({ path: 2, pathBytes: 108 });
 
-/**
- * A struct sockaddr_un for `name` (its bytes): a path, NUL-terminated, or with `abstract` a name
- * in the abstract namespace (sun_path[0] = 0, no terminator: the length says where it ends).
- * Throws a RangeError if it does not fit sun_path.
- */
+/** A sockaddr_un for a path or (`abstract`) an abstract name; RangeError if it does not fit. */
 export function unixAddress(name: Uint8Array, abstract: boolean): Uint8Array<ArrayBuffer> {
   if (name.length + 1 > SOCKADDR_UN.pathBytes) throw new RangeError("socket name too long");
   const address = new Uint8Array(SOCKADDR_UN.path + 1 + name.length);

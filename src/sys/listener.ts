@@ -1,7 +1,6 @@
 /**
- * The job socket (`--jobs-socket`), held by denit for its whole run: bound and made 0600 before
- * anyone can connect, handed to each job service it starts. A connection made while no service
- * runs waits in the backlog; the first one starts the service.
+ * The job socket, held by denit for its whole run, bound 0600 before anyone can connect and
+ * handed to each job service; a connection made while none runs waits in the backlog.
  */
 
 import { POLLFD, SOCKET, unixAddress } from "./layout.ts";

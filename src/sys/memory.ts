@@ -1,9 +1,6 @@
 /**
- * The runtime's code pages that start-up touched count in this process's RSS, and so in the OOM
- * killer's choice. Once denit runs they are mostly idle: dropping them from its page tables
- * (MADV_DONTNEED) leaves them as clean page cache, so a child that grows past a memory limit,
- * not denit, is the pick. Only mappings the loader never writes are dropped (a written private
- * page would lose what was written).
+ * The runtime's code pages touched at start count in RSS, and so in the OOM killer's choice:
+ * dropped (MADV_DONTNEED) they stay page cache. Only mappings the loader never writes.
  */
 
 import { libc } from "./symbols.ts";
@@ -15,9 +12,8 @@ export interface Drop {
 }
 
 /**
- * The executable's mappings that may be dropped, from /proc/self/maps: its text (r-xp) and its
- * first read-only segment (r--p at offset 0: ELF headers and read-only data). Never the other
- * read-only ones: RELRO (r--p just before the data) holds pages the loader wrote.
+ * The executable's text (r-xp) and first read-only segment (r--p at offset 0) from
+ * /proc/self/maps; never RELRO, whose pages the loader wrote.
  */
 export function droppableMappings(maps: string, executable: string): Array<[bigint, bigint]> {
   const found: Array<[bigint, bigint]> = [];
@@ -33,10 +29,7 @@ export function droppableMappings(maps: string, executable: string): Array<[bigi
   return found;
 }
 
-/**
- * The heap's free pages back to the kernel (malloc_trim(0), on a thread of the runtime): what a
- * start allocated and freed, which glibc would otherwise keep; true if any went back.
- */
+/** malloc_trim(0) on a runtime thread: what a start freed and glibc kept; true if any went. */
 export async function trimHeap(): Promise<boolean> {
   return await libc.malloc_trim(0n) === 1;
 }

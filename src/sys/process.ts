@@ -44,10 +44,7 @@ export function decodeWaitStatus(raw: number): ExitStatus {
 
 const drainStatus = new Int32Array(1);
 
-/**
- * waitpid(-1, WNOHANG) without allocating, for draining many zombies: a pid (> 0; its status
- * from `lastReapedStatus()`), 0 when children remain but none has exited, or -errno.
- */
+/** waitpid(-1, WNOHANG) without allocating: a pid (see lastReapedStatus), 0, or -errno. */
 export function reapNext(): number {
   const pid = libc.waitpid(-1, drainStatus, WNOHANG);
   return pid >= 0 ? pid : -errno();
@@ -99,10 +96,7 @@ export function setParentDeathSignal(signo: number): CallResult {
   return checked(libc.prctl(PR_SET_PDEATHSIG, BigInt(signo), 0n, 0n, 0n));
 }
 
-/**
- * True when fd 0 is this process's controlling terminal: tcgetpgrp(3) fails otherwise (0, a
- * foreground group outside this PID namespace, still means it is ours to hand over).
- */
+/** True when fd 0 is the controlling terminal (tcgetpgrp(3) succeeds). */
 export function isControllingTerminal(): boolean {
   if (!Deno.stdin.isTerminal()) return false;
   return libc.tcgetpgrp(0) >= 0;
@@ -173,10 +167,7 @@ const EQUALS = 0x3d; // "="
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/**
- * This process's environment, byte for byte (entries that are not UTF-8 included), with
- * `variables` set over it; undefined when there are none to set (a spawn then passes environ).
- */
+/** This process's environment byte for byte with `variables` set; undefined when none are. */
 export function environmentWith(
   variables: Readonly<Record<string, string>>,
 ): Uint8Array[] | undefined {
@@ -218,9 +209,8 @@ function spawnAttributes(): Uint8Array<ArrayBuffer> {
 }
 
 /**
- * The file actions for a request, or null: the terminal hand-over, and each [descriptor,
- * target] pair dup2'd (a descriptor that is itself a target is first copied above every
- * target); `copies` gets the descriptors to close after the spawn.
+ * The file actions: the terminal hand-over and each [descriptor, target] dup2 (a descriptor that
+ * is a target is first copied above all targets); `copies` gets what to close after the spawn.
  */
 function fileActions(request: SpawnRequest, copies: number[]): Uint8Array<ArrayBuffer> | null {
   const pairs = request.descriptors ?? [];
@@ -243,10 +233,7 @@ function fileActions(request: SpawnRequest, copies: number[]): Uint8Array<ArrayB
   return actions;
 }
 
-/**
- * posix_spawn(3): a new process group, every signal at its default disposition, an empty
- * signal mask, this process's environment byte for byte, and the descriptors asked for.
- */
+/** posix_spawn(3): a new group, default dispositions, empty mask, environment byte for byte. */
 export function spawn(request: SpawnRequest): SpawnResult {
   const path = cString(request.path);
   const argv = packStrings(request.argv);
@@ -283,10 +270,7 @@ export function spawn(request: SpawnRequest): SpawnResult {
   }
 }
 
-/**
- * C strings packed into one block and a NULL-terminated `char *[]` over them, both larger than
- * V8 keeps on its heap (they do not move while another thread reads them).
- */
+/** C strings in one block and a `char *[]` over them, off V8's heap (they do not move). */
 function packStrings(strings: readonly Uint8Array[]): {
   block: Uint8Array<ArrayBuffer>;
   pointers: BigUint64Array<ArrayBuffer>;
@@ -305,10 +289,7 @@ function packStrings(strings: readonly Uint8Array[]): {
   return { block, pointers };
 }
 
-/**
- * Spawns a helper with a pipe as its stdout, reads that to its end and reaps the helper, which
- * exits at once (the jobs' keepers, launch/keep.c): the text, or -errno.
- */
+/** Spawns a helper (a job's keeper), reads its stdout to the end and reaps it: text or -errno. */
 export function spawnAndRead(request: SpawnRequest): string | number {
   const fds = new Int32Array(2);
   if (libc.pipe2(fds, O.CLOEXEC) !== 0) return -errno();

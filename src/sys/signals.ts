@@ -1,7 +1,4 @@
-/**
- * Signals read, not caught: the launcher blocked them in every thread, so each stays pending
- * until read from a signalfd here; the wait (poll) runs on a thread of the runtime.
- */
+/** Signals read from a signalfd (the launcher blocked them), polled on a runtime thread. */
 
 import { POLLFD, SIGNALFD_SIGINFO, SIGSET_BYTES } from "./layout.ts";
 import { closeFd, Errno, errno, errnoMessage, libc } from "./symbols.ts";
@@ -32,10 +29,7 @@ export function blockedSignals(): Set<number> {
   return blocked;
 }
 
-/**
- * Of `signos`, those this thread cannot block: they stay unblocked after SIG_BLOCK. An emulator
- * (qemu-user keeps the last two real-time signals for itself) cannot deliver them either.
- */
+/** Of `signos`, those this thread cannot block (qemu-user keeps two real-time ones for itself). */
 export function unblockable(signos: readonly number[]): number[] {
   libc.pthread_sigmask(SIG_BLOCK, signalSet(signos), null);
   const blocked = blockedSignals();
@@ -52,9 +46,8 @@ export class SignalReader {
   readonly #view = new DataView(this.#buffer.buffer);
 
   /**
-   * Opens a signalfd for `signos`; throws with errno's message. One signal listener makes the
-   * runtime start its signal thread now (it would at SIGUSR1 anyway), before a child can take
-   * the last task of a pids limit: the runtime aborts when it cannot start a thread.
+   * Opens a signalfd; its listener makes the runtime start its signal thread now, before a child
+   * can take the last task of a pids limit (the runtime aborts when it cannot start a thread).
    */
   constructor(signos: Iterable<number>) {
     Deno.addSignalListener("SIGUSR1", ignore);

@@ -1,7 +1,4 @@
-/**
- * The only `Deno.dlopen` in denit: the C library's symbols, declared once each as a C header
- * lists them, in groups, and `libc`, through which every module calls them.
- */
+/** The only `Deno.dlopen` in denit: libc's symbols, declared once each, in groups. */
 
 /** What every start of the supervisor calls: looked up at load. */
 const START_SYMBOLS = {
@@ -215,10 +212,8 @@ function lookUp(group: Deno.ForeignLibraryInterface): Record<string, Deno.Pointe
 }
 
 /**
- * One symbol at its address: a function is called through `Deno.UnsafeFnPointer` (a few
- * microseconds a call) until its CALLS_BEFORE_COMPILING-th call, then through a compiled
- * trampoline that `replace` puts in its place. A variable is its address; an optional function
- * this C library lacks is null.
+ * A function is called through `Deno.UnsafeFnPointer` until its CALLS_BEFORE_COMPILING-th call,
+ * then through a compiled trampoline; a variable is its address; a missing optional one, null.
  */
 function bind(
   key: string,
@@ -241,10 +236,8 @@ function bind(
 }
 
 /**
- * The C library at the price of what a run calls: `Deno.dlopen` compiles a trampoline for
- * every function it names, and most are called once or never. A Proxy binds each on its first
- * use. The start group is looked up at load: without a C library, a module that imports this
- * one fails to load with one Error and its cause.
+ * `Deno.dlopen` compiles a trampoline for every function it names, most called once or never:
+ * a Proxy binds each at first use. The start group is looked up at load (one Error without libc).
  */
 function openLibc(): Libc {
   const addresses = new Map<Deno.ForeignLibraryInterface, Record<string, Deno.PointerValue>>();
