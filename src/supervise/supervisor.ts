@@ -24,7 +24,7 @@ import {
   type SpawnRequest,
   type SpawnResult,
 } from "../sys/process.ts";
-import type { Config, FileLimitSetting } from "./cli.ts";
+import type { Config } from "./cli.ts";
 import { execFailure, type Executable, resolveCommand, shellFallback } from "./command.ts";
 import { childrenOf, formatProcesses, leftovers, otherProcesses } from "./leftovers.ts";
 import {
@@ -62,38 +62,19 @@ const REAP_RETRY_MS = 100;
 /** How often `--drain-while` checks whether a held stop may go on. */
 const DRAIN_INTERVAL_MS = 250;
 
-/** The child's soft open-file limit: by default the container's, as the launcher recorded it. */
-export function childFileLimit(
-  setting: FileLimitSetting,
-  current: { soft: number | null; hard: number | null },
-  containerSoft: number,
-): number | null {
-  const hard = current.hard ?? Infinity;
-  switch (setting.kind) {
-    case "max":
-      return current.hard;
-    case "value":
-      return Math.min(setting.value, hard);
-    case "default":
-      return Math.min(containerSoft, hard);
-  }
-}
-
 /** Where work runs after the child started: a throw there is logged and denit goes on. */
 export type FaultPoint = "signal" | "timer" | "reap" | "zombie-scan";
 
-/** What the supervisor is handed besides its configuration. */
 export interface SupervisorOptions {
   /** Called as each FaultPoint's work starts (a test's fixture throws from it). */
   readonly trap?: (point: FaultPoint) => void;
-  /** The open-file soft limit the container set (the launcher's record): the child's default. */
+  /** The container's open-file soft limit (the launcher's record): the child's default. */
   readonly containerFileLimit: number;
 }
 
 export class Supervisor {
   readonly #config: Config;
   readonly #log: Logger;
-  /** Every signal denit gets, SIGCHLD included: read, never caught (sys/signals.ts). */
   readonly #signals: SignalReader;
   readonly #trap: ((point: FaultPoint) => void) | null;
   readonly #containerFileLimit: number;
@@ -105,15 +86,13 @@ export class Supervisor {
   /** Signals forwarded to the child's whole group (-g): its members need no second one. */
   readonly #groupSignals = new Set<number>();
   #state: State = INITIAL_STATE;
-  /** The child's pid, or -pgid with -g. */
-  #target = 0;
+  #target = 0; // the child's pid, or -pgid with -g
   #finished = false;
   #startedAtMs: number | null = null;
   #drainingUntilMs: number | null = null;
   /** The grace period (or a deadline without one) ended in SIGKILL to everything. */
   #forcedKill = false;
   #killTimer: KillTimer = "kill-after";
-  /** `-w`: reaped orphans, reported; null without it (nothing collected). */
   readonly #reapedLog: ReapedLog | null;
   #zombies: ZombieReport = { total: 0, parents: [], seen: new Set() };
   #zombieWarnedAtMs = -Infinity;
@@ -121,14 +100,13 @@ export class Supervisor {
   /** Signals sent to the child, each with the one received for it (for the exit cause). */
   readonly #sentToChild = new Map<number, number>();
   readonly #memory: MemoryWatch;
-  #exit: (Explanation & { signal: string | null; memoryLimit: number | null }) | null = null;
+  #exit: (Explanation & { signal: string | null }) | null = null;
   #exitedAtMs: number | null = null;
   #reaped = 0;
   #jobs: JobHost | null = null;
   #lastSweepMs = -Infinity;
   /** Orphans come to denit: it is PID 1 or a subreaper (its own, or made one by its parent). */
   #adopts = false;
-  /** `--user`: the thread that spawned the child, kept until the child ended. */
   #spawner: Spawner | null = null;
   #sweepTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -278,7 +256,7 @@ export class Supervisor {
   ): Promise<SpawnResult> {
     const request: SpawnRequest = {
       ...cmd,
-      fileSoftLimit: childFileLimit(this.#config.fileLimit, fileLimit(), this.#containerFileLimit),
+      fileSoftLimit: this.#childFileLimit(),
       ...(environment === undefined ? {} : { environment }),
     };
     const run = (r: SpawnRequest) =>
@@ -291,7 +269,16 @@ export class Supervisor {
     return await run(request);
   }
 
-  /** The scan for zombies denit cannot reap, then the drop of idle code pages under a limit. */
+  /** The child's open-file soft limit: by default the container's (the launcher's record). */
+  #childFileLimit(): number | null {
+    const setting = this.#config.fileLimit;
+    const { hard } = fileLimit();
+    if (setting.kind === "max") return hard;
+    const soft = setting.kind === "value" ? setting.value : this.#containerFileLimit;
+    return Math.min(soft, hard ?? Infinity);
+  }
+
+  /** Every ZOMBIE_SCAN_MS: zombies denit cannot reap, then idle code pages under a limit. */
   async #zombieLoop(): Promise<void> {
     while (!this.#finished) {
       await quietDelay(ZOMBIE_SCAN_MS);
@@ -299,19 +286,18 @@ export class Supervisor {
         this.#trap?.("zombie-scan");
         await this.#scanZombies();
       } catch (err: unknown) {
-        // The count stays as it was; the next scan tries again.
         this.#log.error("zombie-scan failed; denit goes on", { error: errorLine(err, true) });
       }
       await this.#memory.dropCodePages();
     }
   }
 
-  /** Memory is short (the job service was OOM-killed): the runtime's idle code pages go now. */
+  /** The job service was OOM-killed: the runtime's idle code pages go now. */
   relieveMemory(): void {
     void this.#memory.dropCodePages(true);
   }
 
-  /** Zombies denit cannot reap: counted for /status, a warn line at most once a minute. */
+  /** Counted for /status, a warn line at most once a minute. */
   async #scanZombies(): Promise<void> {
     if (this.#finished) return;
     const report = await scanZombies(Deno.pid, () => quietDelay(1), this.#zombies.seen);
@@ -397,25 +383,23 @@ export class Supervisor {
   /** Says why the child ended: one warn line for a signal, a debug line for an exit. */
   #explain(status: ExitStatus): void {
     const state = this.#state;
-    const stoppedBy = state.name !== "stopping"
-      ? null
-      : state.cause === "timeout"
+    const stopping = state.name === "stopping";
+    const stoppedBy = stopping && state.cause === "timeout"
       ? "timeout"
-      : state.forced
+      : stopping && state.forced
       ? "grace"
       : null;
-    const { oomKilled, memoryLimit } = this.#memory.judge(status);
+    const { graceMs, timeoutMs } = this.#config;
     const explanation = explainExit({
       status,
       stoppedBy,
       forwarded: this.#sentToChild,
-      oomKilled,
-      memoryLimit,
-      graceMs: this.#config.graceMs,
-      timeoutMs: this.#config.timeoutMs,
+      ...this.#memory.judge(status),
+      graceMs,
+      timeoutMs,
     });
     const signal = status.kind === "signaled" ? signalName(status.signo) : null;
-    this.#exit = { ...explanation, signal, memoryLimit };
+    this.#exit = { ...explanation, signal };
     // An exit is a debug line; a stop denit passed on (docker stop) is ordinary: info.
     const fields = { cause: explanation.cause };
     if (status.kind === "exited") this.#log.debug(explanation.text, fields);
