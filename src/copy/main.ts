@@ -4,24 +4,10 @@ import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { printErr, printOut, printUsageError } from "../common/log.ts";
 import { parseSignal, type SignalName, STOP_SIGNALS } from "../common/signals.ts";
-import {
-  AT_FDCWD,
-  closeFd,
-  Errno,
-  linkOpenFile,
-  listDirectory,
-  makeDirectory,
-  openDirectory,
-  openForReading,
-  raiseFileLimit,
-  removeEntry,
-  renameEntry,
-  statFd,
-  statPath,
-} from "../sys/files.ts";
+import * as fs from "../sys/files.ts";
 import { buildCache } from "./cache.ts";
 import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
-import { CopyError, CopyInterrupted, fail } from "./file.ts";
+import { CopyError, CopyInterrupted, ensure, fail, must } from "./file.ts";
 import { basename, dirname, join, randomHex, resolve } from "../common/paths.ts";
 import {
   closeRoot,
@@ -35,6 +21,8 @@ import {
   removeTree,
   type Root,
 } from "./tree.ts";
+
+const encoder = new TextEncoder();
 
 /** What stops a copy: a stop request, and HUP, which the runtime arms with TERM and INT. */
 const COPY_STOPS: readonly SignalName[] = [...STOP_SIGNALS, "SIGHUP"];
@@ -58,38 +46,28 @@ function initRoots(): { launcher: Root; rest: Root[] } {
     follow: false,
     destName: name,
   });
-  const halves = ["denit-features.js", "denit-jobs.js"].filter((half) => {
-    try {
-      return Deno.statSync(join(code, half)).isFile;
-    } catch {
-      return false; // not beside this bundle: not copied
-    }
-  });
+  // The halves beside this bundle (a test's bundle may have none).
+  const halves = ["denit-features.js", "denit-jobs.js"]
+    .filter((half) => fs.statPath(join(code, half), true).ok);
   return {
     launcher: root(here, "denit"),
     rest: [root(here, "deno"), ...["denit.js", ...halves].map((name) => root(code, name))],
   };
 }
 
-function plural(n: number, one: string, many: string): string {
-  return `${n} ${n === 1 ? one : many}`;
-}
-
 function formatSummary(mode: string, summary: CopySummary, seconds: number): string {
+  const n = (count: number, one: string, many = `${one}s`) =>
+    `${count} ${count === 1 ? one : many}`;
+  const { files, dirs, links, hardlinks, xattrMisses } = summary;
   const mib = summary.bytes / (1 << 20);
   const rate = seconds > 0 ? mib / seconds : 0;
-  const hard = summary.hardlinks > 0
-    ? `, ${plural(summary.hardlinks, "hard link", "hard links")}`
-    : "";
-  const missed = summary.xattrMisses > 0
-    ? `, ${plural(summary.xattrMisses, "attribute", "attributes")} not copied`
-    : "";
-  return `denit ${mode}: ${plural(summary.files, "file", "files")}, ` +
-    `${plural(summary.dirs, "directory", "directories")}, ${
-      plural(summary.links, "link", "links")
-    }${hard}, ` +
-    `${mib.toFixed(1)} MiB in ${seconds.toFixed(2)} s (${rate.toFixed(1)} MiB/s); ` +
-    `${summary.unchanged} unchanged, ${summary.skipped} skipped${missed}`;
+  const hard = hardlinks > 0 ? `, ${n(hardlinks, "hard link")}` : "";
+  const missed = xattrMisses > 0 ? `, ${n(xattrMisses, "attribute")} not copied` : "";
+  return `denit ${mode}: ${n(files, "file")}, ${n(dirs, "directory", "directories")}, ` +
+    `${n(links, "link")}${hard}, ${mib.toFixed(1)} MiB in ${seconds.toFixed(2)} s ` +
+    `(${
+      rate.toFixed(1)
+    } MiB/s); ${summary.unchanged} unchanged, ${summary.skipped} skipped${missed}`;
 }
 
 /** Makes DEST and its missing parents; returns those it made, deepest last. */
@@ -97,7 +75,7 @@ function makeDestination(dest: string): string[] {
   const made: string[] = [];
   const missing: string[] = [];
   for (let path = dest;; path = dirname(path)) {
-    const stat = statPath(path, true);
+    const stat = fs.statPath(path, true);
     if (stat.ok) {
       if (stat.value.kind !== "dir") {
         throw new CopyError(
@@ -108,13 +86,15 @@ function makeDestination(dest: string): string[] {
       }
       break;
     }
-    if (stat.errno !== Errno.ENOENT) fail("inspect", path, stat.errno);
+    if (stat.errno !== fs.Errno.ENOENT) fail("inspect", path, stat.errno);
     missing.push(path);
     if (path === "/" || path === ".") break;
   }
   for (const path of missing.reverse()) {
-    const result = makeDirectory(AT_FDCWD, path, 0o777);
-    if (!result.ok && result.errno !== Errno.EEXIST) fail("create directory", path, result.errno);
+    const result = fs.makeDirectory(fs.AT_FDCWD, path, 0o777);
+    if (!result.ok && result.errno !== fs.Errno.EEXIST) {
+      fail("create directory", path, result.errno);
+    }
     if (result.ok) made.push(path);
   }
   return made;
@@ -141,24 +121,25 @@ async function copyInto({ dest, roots }: Group, run: CopyTree, dryRun: boolean):
   try {
     for (const root of roots) opened.push({ root, opened: openRoot(root) });
     made = dryRun ? [] : makeDestination(dest);
-    const openedDest = openDirectory(AT_FDCWD, dest, true);
+    const openedDest = fs.openDirectory(fs.AT_FDCWD, dest, true);
     if (openedDest.ok) destFd = openedDest.value;
-    else if (!dryRun || openedDest.errno !== Errno.ENOENT) fail("open", dest, openedDest.errno);
+    else if (!dryRun || openedDest.errno !== fs.Errno.ENOENT) fail("open", dest, openedDest.errno);
     for (const { root, opened: source } of opened) {
       if (destFd >= 0) checkPlace(root, source, destFd, dest);
     }
     await run.run(opened, destFd, dest);
     succeeded = true;
   } finally {
-    if (destFd >= 0) closeFd(destFd);
+    if (destFd >= 0) fs.closeFd(destFd);
     for (const { opened: source } of opened) closeRoot(source);
     // A failed copy leaves no DEST it made: the directories it created, if still empty.
-    if (!succeeded) {
-      for (const path of made.reverse()) {
-        removeEntry(AT_FDCWD, new TextEncoder().encode(path), true);
-      }
-    }
+    if (!succeeded) removeMade(made);
   }
+}
+
+/** Removes the directories makeDestination made, deepest first, if still empty. */
+function removeMade(made: readonly string[]): void {
+  for (const path of made.toReversed()) fs.removeEntry(fs.AT_FDCWD, encoder.encode(path), true);
 }
 
 /** Roots to copy into one destination. */
@@ -171,7 +152,7 @@ interface Group {
 async function execute(invocation: CopyInvocation, groups: readonly Group[]): Promise<number> {
   const started = performance.now();
   // A tree as deep as the filesystem allows holds two descriptors per level while walked.
-  raiseFileLimit();
+  fs.raiseFileLimit();
   const { mode, dryRun, verbose } = invocation;
   const onItem = (item: PlanItem) => {
     if (item.action === "skip") {
@@ -212,23 +193,20 @@ async function install(invocation: CopyInvocation, own: Root[], more: Root[]): P
   const dest = resolve(invocation.dest);
   if (invocation.dryRun) return await execute(invocation, [{ dest, roots: [...own, ...more] }]);
   const made = makeDestination(dest);
-  const encoder = new TextEncoder();
   let destFd = -1;
   let installed = false;
   const stagingName = `${STAGING_PREFIX}${randomHex(4)}`;
   const staging = encoder.encode(stagingName);
   try {
-    const opened = openDirectory(AT_FDCWD, dest, true);
-    if (!opened.ok) fail("open", dest, opened.errno);
-    destFd = opened.value;
-    const listed = listDirectory(destFd);
+    destFd = must(fs.openDirectory(fs.AT_FDCWD, dest, true), "open", dest);
+    const listed = fs.listDirectory(destFd);
     for (const entry of listed.ok ? listed.value : []) {
       if (new TextDecoder().decode(entry.name).startsWith(STAGING_PREFIX)) {
         removeTree(destFd, entry.name);
       }
     }
-    const created = makeDirectory(destFd, staging, 0o700);
-    if (!created.ok) fail("create directory", join(dest, stagingName), created.errno);
+    const created = fs.makeDirectory(destFd, staging, 0o700);
+    ensure(created, "create directory", join(dest, stagingName));
     for (const root of own) linkUnchanged(destFd, `${stagingName}/${root.destName}`, root.destName);
     const code = await execute(invocation, [
       { dest: join(dest, stagingName), roots: own },
@@ -236,33 +214,31 @@ async function install(invocation: CopyInvocation, own: Root[], more: Root[]): P
     ]);
     for (const root of own) {
       const from = encoder.encode(`${stagingName}/${root.destName}`);
-      const moved = renameEntry(destFd, from, destFd, encoder.encode(root.destName));
-      if (!moved.ok) fail("replace", join(dest, root.destName), moved.errno);
+      const moved = fs.renameEntry(destFd, from, destFd, encoder.encode(root.destName));
+      ensure(moved, "replace", join(dest, root.destName));
     }
     installed = true;
     return code;
   } finally {
     if (destFd >= 0) {
       removeTree(destFd, staging);
-      closeFd(destFd);
+      fs.closeFd(destFd);
     }
-    if (!installed) {
-      for (const path of made.reverse()) removeEntry(AT_FDCWD, encoder.encode(path), true);
-    }
+    if (!installed) removeMade(made);
   }
 }
 
 /** DEST's file `name`, linked as `staged`: the copy finds it there as it is, unchanged or not. */
 function linkUnchanged(destFd: number, staged: string, name: string): void {
-  const file = openForReading(destFd, name);
+  const file = fs.openForReading(destFd, name);
   if (!file.ok) return; // not there (a first install), or not a file: copied as usual
   try {
-    const stat = statFd(file.value);
+    const stat = fs.statFd(file.value);
     if (stat.ok && stat.value.kind === "file") {
-      linkOpenFile(file.value, destFd, new TextEncoder().encode(staged));
+      fs.linkOpenFile(file.value, destFd, encoder.encode(staged));
     }
   } finally {
-    closeFd(file.value);
+    fs.closeFd(file.value);
   }
 }
 

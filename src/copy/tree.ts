@@ -3,54 +3,55 @@
  * the walk ends (new names are temporary, renames wait), so a failure leaves DEST as it was.
  */
 
-import {
-  AT_FDCWD,
-  closeFd,
-  type DirEntry,
-  Errno,
-  type FileKind,
-  listDirectory,
-  makeDirectory,
-  makeSymlink,
-  openDirectory,
-  type PathStat,
-  readSymlink,
-  readXattrs,
-  removeEntry,
-  setEntryOwner,
-  setEntryTimes,
-  setFdMode,
-  setFdOwner,
-  setFdTimes,
-  statAt,
-  statFd,
-  statPath,
-  syncFd,
-} from "../sys/files.ts";
+import * as fs from "../sys/files.ts";
+import { printable } from "../common/log.ts";
+import { randomHex } from "../common/paths.ts";
 import {
   CopyError,
   copyFile,
   type CopyOptions,
-  copyXattrs,
-  fail,
-  type Owner,
+  ensure,
+  finish,
+  must,
   putInPlace,
   StopFlag,
-  writeXattrs,
   type XattrMiss,
 } from "./file.ts";
-import { bytesOf, compareNames, display, isTempName, sameBytes, tempName } from "./names.ts";
-import { printable } from "../common/log.ts";
 
-/** One SRC of the command line. */
+const encoder = new TextEncoder();
+
+/** A path for messages: `base/name`, with bytes that are not UTF-8 shown as \xNN. */
+function display(base: string, name: Uint8Array): string {
+  return `${base}/${printable(name)}`;
+}
+
+/** A temporary name: `.denit-` and 12 hex digits, 19 bytes whatever the final name. */
+function tempName(): Uint8Array {
+  return encoder.encode(`.denit-${randomHex(6)}`);
+}
+
+/** True for a name `tempName()` makes: what a killed earlier run left behind. */
+function isTempName(name: Uint8Array): boolean {
+  return name.length === 19 && /^\.denit-[0-9a-f]{12}$/.test(new TextDecoder().decode(name));
+}
+
+/** Byte-wise order of names (a stable order for plans and tests); 0 only for equal names. */
+function compareNames(a: Uint8Array, b: Uint8Array): number {
+  for (let i = 0; i < a.length && i < b.length; i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return a.length - b.length;
+}
+
+/**
+ * One SRC of the command line: `contents` for `SRC/.` (its entries go into DEST itself), `follow`
+ * for `SRC/` (a symlink at SRC is followed, as by `cp -a SRC/`), and its name in DEST.
+ */
 export interface Root {
-  /** The path as given (messages), and as opened. */
   readonly src: string;
-  /** `SRC/.`: the entries of SRC go into DEST itself, which becomes a copy of SRC's directory. */
   readonly contents: boolean;
-  /** `SRC/` (a trailing slash): a symlink at SRC is followed, as by `cp -a SRC/`. */
   readonly follow: boolean;
-  /** The name in DEST (basename of SRC unless `denit init` names it). */
   readonly destName: string;
 }
 
@@ -75,81 +76,62 @@ export interface CopySummary {
   bytes: number;
   unchanged: number;
   skipped: number;
-  /** Extended attributes that could not be copied (each also warned about once). */
   xattrMisses: number;
 }
 
 /** Entries walked between two turns of the event loop, where a stop signal is heard. */
 const SIGNAL_TURN_ENTRIES = 256;
 
-function sameTime(a: PathStat, b: PathStat): boolean {
+function sameTime(a: fs.PathStat, b: fs.PathStat): boolean {
   return a.mtime.sec === b.mtime.sec && a.mtime.nsec === b.mtime.nsec;
 }
 
-function sameOwner(dest: PathStat, owner: Owner | null): boolean {
+function sameOwner(dest: fs.PathStat, owner: CopyOptions["owner"]): boolean {
   return owner === null || (dest.uid === owner.uid && dest.gid === owner.gid);
 }
 
 /** statAt that reads ENOENT as "nothing there"; any other failure is a CopyError. */
-function statIfThere(dirFd: number, name: Uint8Array, path: string): PathStat | null {
-  const result = statAt(dirFd, name);
-  if (result.ok) return result.value;
-  if (result.errno === Errno.ENOENT) return null;
-  fail("inspect", path, result.errno);
+function statIfThere(dirFd: number, name: Uint8Array, path: string): fs.PathStat | null {
+  const result = fs.statAt(dirFd, name);
+  if (!result.ok && result.errno === fs.Errno.ENOENT) return null;
+  return must(result, "inspect", path);
 }
 
-/** Refusals of a destination that exists where SRC has `kind`. */
-function checkDestination(kind: FileKind, dest: PathStat | null, path: string): void {
-  if (dest === null || (kind === "dir" && dest.kind === "dir")) return;
-  if (kind === "dir" && dest.kind === "link") {
-    throw new CopyError(`Refusing to write through the symlink "${path}"`);
-  }
-  if (kind === "dir") {
-    throw new CopyError(`Cannot put a directory at "${path}": a ${dest.kind} is there`);
-  }
-  if (dest.kind === "dir") {
-    throw new CopyError(
-      `Cannot put a ${kind === "link" ? "link" : "file"} at "${path}": a directory is there`,
-    );
-  }
-}
-
-function openDir(dirFd: number, name: Uint8Array, path: string): number {
-  const opened = openDirectory(dirFd, name);
-  if (!opened.ok) fail("read", path, opened.errno);
-  return opened.value;
-}
-
-/** Entries of an open directory, sorted by name bytes (a stable order for plans and tests). */
-function sortedEntries(fd: number, path: string): DirEntry[] {
-  const listed = listDirectory(fd);
-  if (!listed.ok) fail("read", path, listed.errno);
-  return listed.value.sort((a, b) => compareNames(a.name, b.name));
+/** Refuses a destination that exists where SRC has `kind`, unless both are (or are not) dirs. */
+function checkDestination(kind: fs.FileKind, dest: fs.PathStat | null, path: string): void {
+  if (dest === null || (kind === "dir") === (dest.kind === "dir")) return;
+  throw new CopyError(
+    kind !== "dir"
+      ? `Cannot put a ${kind === "link" ? "link" : "file"} at "${path}": a directory is there`
+      : dest.kind === "link"
+      ? `Refusing to write through the symlink "${path}"`
+      : `Cannot put a directory at "${path}": a ${dest.kind} is there`,
+  );
 }
 
 /** Removes a directory tree below dirFd, by descriptors (no path is followed). */
 export function removeTree(dirFd: number, name: Uint8Array): void {
-  const opened = openDirectory(dirFd, name);
+  const opened = fs.openDirectory(dirFd, name);
   if (!opened.ok) {
-    removeEntry(dirFd, name, false); // not a directory (or gone): a file or a link
+    fs.removeEntry(dirFd, name, false); // not a directory (or gone): a file or a link
     return;
   }
   try {
-    const listed = listDirectory(opened.value);
+    const listed = fs.listDirectory(opened.value);
     for (const entry of listed.ok ? listed.value : []) {
-      if (entry.kind === "dir" || !removeEntry(opened.value, entry.name, false).ok) {
+      if (entry.kind === "dir" || !fs.removeEntry(opened.value, entry.name, false).ok) {
         removeTree(opened.value, entry.name);
       }
     }
   } finally {
-    closeFd(opened.value);
+    fs.closeFd(opened.value);
   }
-  removeEntry(dirFd, name, true);
+  fs.removeEntry(dirFd, name, true);
 }
 
-/** Removes what a killed earlier run left in a directory (`.denit-` and 12 hex digits). */
+/** Removes what a killed earlier run left in a directory. */
 function removeStaleTemps(dirFd: number): void {
-  const listed = listDirectory(dirFd);
+  const listed = fs.listDirectory(dirFd);
   for (const entry of listed.ok ? listed.value : []) {
     if (isTempName(entry.name)) removeTree(dirFd, entry.name);
   }
@@ -157,48 +139,48 @@ function removeStaleTemps(dirFd: number): void {
 
 /** The source of a root, opened: a directory to walk, or one entry of its parent. */
 export type OpenedRoot =
-  | { readonly kind: "dir"; readonly fd: number; readonly stat: PathStat }
+  | { readonly kind: "dir"; readonly fd: number; readonly stat: fs.PathStat }
   | {
     readonly kind: "entry";
     readonly parentFd: number;
     readonly name: Uint8Array;
-    readonly stat: PathStat;
+    readonly stat: fs.PathStat;
   };
 
 /** Opens SRC as the root says; a CopyError if it is missing or not what it must be. */
 export function openRoot(root: Root): OpenedRoot {
+  const trimmed = root.src.replace(/\/+$/, "");
   if (!root.contents && root.destName === "") {
-    const trimmed = root.src.replace(/\/+$/, "");
     throw new CopyError(
       `Cannot copy "${root.src}" under a name: use "${trimmed}/." to copy its contents`,
     );
   }
   const follow = root.contents || root.follow;
-  const stat = statPath(root.src, follow);
-  if (!stat.ok && stat.errno === Errno.ENOENT) {
+  const found = fs.statPath(root.src, follow);
+  if (!found.ok && found.errno === fs.Errno.ENOENT) {
     throw new CopyError(
       `Cannot copy "${root.src}": no such file or directory${globHint(root.src)}`,
     );
   }
-  if (!stat.ok) fail("inspect", root.src, stat.errno);
-  if (root.contents && stat.value.kind !== "dir") {
+  const stat = must(found, "inspect", root.src);
+  if (root.contents && stat.kind !== "dir") {
     throw new CopyError(`Cannot copy the contents of "${root.src}": not a directory`);
   }
-  if (stat.value.kind === "dir") {
-    const fd = openDirectory(AT_FDCWD, root.src, follow);
-    if (!fd.ok) fail("read", root.src, fd.errno);
-    return { kind: "dir", fd: fd.value, stat: stat.value };
+  if (stat.kind === "dir") {
+    return {
+      kind: "dir",
+      fd: must(fs.openDirectory(fs.AT_FDCWD, root.src, follow), "read", root.src),
+      stat,
+    };
   }
-  const slash = root.src.replace(/\/+$/, "").lastIndexOf("/");
+  const slash = trimmed.lastIndexOf("/");
   const parent = slash < 0 ? "." : slash === 0 ? "/" : root.src.slice(0, slash);
-  const parentFd = openDirectory(AT_FDCWD, parent, true);
-  if (!parentFd.ok) fail("read", parent, parentFd.errno);
-  const name = bytesOf(root.src.slice(slash + 1).replace(/\/+$/, ""));
-  return { kind: "entry", parentFd: parentFd.value, name, stat: stat.value };
+  const parentFd = must(fs.openDirectory(fs.AT_FDCWD, parent, true), "read", parent);
+  return { kind: "entry", parentFd, name: encoder.encode(trimmed.slice(slash + 1)), stat };
 }
 
 export function closeRoot(opened: OpenedRoot): void {
-  closeFd(opened.kind === "dir" ? opened.fd : opened.parentFd);
+  fs.closeFd(opened.kind === "dir" ? opened.fd : opened.parentFd);
 }
 
 /** A missing SRC with a shell pattern in it (no shell expanded it): what to give instead. */
@@ -212,19 +194,19 @@ function globHint(src: string): string {
 }
 
 /** Where DEST lies relative to a source directory, by device and inode along its ".." chain. */
-export function placeOf(src: PathStat, destRootFd: number): "same" | "inside" | "apart" {
+export function placeOf(src: fs.PathStat, destRootFd: number): "same" | "inside" | "apart" {
   let fd = destRootFd;
   try {
     for (let depth = 0; depth < 4096; depth++) {
-      const here = statFd(fd);
+      const here = fs.statFd(fd);
       if (!here.ok) return "apart";
       if (here.value.dev === src.dev && here.value.ino === src.ino) {
         return depth === 0 ? "same" : "inside";
       }
-      const parent = openDirectory(fd, "..", true);
+      const parent = fs.openDirectory(fd, "..", true);
       if (!parent.ok) return "apart";
-      const up = statFd(parent.value);
-      if (fd !== destRootFd) closeFd(fd);
+      const up = fs.statFd(parent.value);
+      if (fd !== destRootFd) fs.closeFd(fd);
       fd = parent.value;
       if (up.ok && up.value.dev === here.value.dev && up.value.ino === here.value.ino) {
         return "apart"; // at /
@@ -232,25 +214,17 @@ export function placeOf(src: PathStat, destRootFd: number): "same" | "inside" | 
     }
     return "apart";
   } finally {
-    if (fd !== destRootFd) closeFd(fd);
+    if (fd !== destRootFd) fs.closeFd(fd);
   }
 }
 
 /** One line of the plan as --dry-run prints it. */
-export function describeItem(item: PlanItem): string {
-  switch (item.action) {
-    case "skip":
-      return `skip ${item.src} (${item.detail})`;
-    case "mkdir":
-    case "update":
-    case "unchanged":
-      return `${item.action} ${item.dest}`;
-    case "link":
-      return `link ${item.dest} -> ${item.detail}`;
-    case "copy":
-    case "replace":
-      return `${item.action} ${item.src} -> ${item.dest}`;
-  }
+export function describeItem({ action, src, dest, detail }: PlanItem): string {
+  if (action === "skip") return `skip ${src} (${detail})`;
+  if (action === "link") return `link ${dest} -> ${detail}`;
+  return action === "copy" || action === "replace"
+    ? `${action} ${src} -> ${dest}`
+    : `${action} ${dest}`;
 }
 
 /** A directory being walked: its source, and its destination (-1: none yet, in a dry run). */
@@ -259,7 +233,7 @@ interface Dir {
   readonly srcPath: string;
   readonly destFd: number;
   readonly destPath: string;
-  readonly stat: PathStat;
+  readonly stat: fs.PathStat;
   /** Made by this run: nothing in it to compare with, and its entries need no temporary name. */
   readonly fresh: boolean;
   /** An existing one whose mode, times or owner differ from the source's. */
@@ -267,16 +241,15 @@ interface Dir {
   /** Its descriptors are this walk's to close (a root's source and DEST are the caller's). */
   readonly ownsSrc: boolean;
   readonly ownsDest: boolean;
-  readonly entries: DirEntry[];
+  readonly entries: fs.DirEntry[];
   index: number;
   /** Something was written in it (its times are set again at the end). */
   touched: boolean;
 }
 
-/** What waits for the end of the walk: a rename into place, or an existing directory's attributes. */
+/** What waits for the end of the walk (a rename, attributes), and what a failure before it undoes. */
 interface Pending {
   readonly run: () => void;
-  /** What a failure before `run` removes. */
   readonly undo: (() => void) | null;
 }
 
@@ -332,43 +305,41 @@ export class CopyTree {
     } finally {
       for (const pending of this.#pending.slice(done).reverse()) pending.undo?.();
       this.#pending = [];
-      for (const fd of this.#held) closeFd(fd);
+      for (const fd of [...this.#held, ...this.#linked.values()]) fs.closeFd(fd);
       this.#held = [];
-      for (const fd of this.#linked.values()) closeFd(fd);
       this.#linked.clear();
     }
   }
 
   async #copyRoot(root: Root, opened: OpenedRoot, destFd: number, destPath: string) {
-    const destName = bytesOf(root.destName);
+    const destName = encoder.encode(root.destName);
     // DEST's descriptor is -1 in a dry run where it does not exist: nothing in it to compare.
-    const missing = destFd < 0;
-    const owns = { ownsSrc: false, ownsDest: false };
+    const into = { destFd, destPath, fresh: destFd < 0, update: false, ownsSrc: false };
     if (opened.kind === "entry") {
       const slash = root.src.lastIndexOf("/");
       const srcPath = slash < 0 ? "." : root.src.slice(0, slash) || "/";
       const { parentFd: srcFd, stat } = opened;
-      const into = { srcFd, srcPath, destFd, destPath, stat, fresh: missing, update: false };
-      const parent = this.#dir({ ...into, ...owns }, false);
-      await this.#entry(parent, opened.name, stat.kind, destName, stat);
-      return;
+      const parent = this.#dir({ ...into, srcFd, srcPath, stat, ownsDest: false }, false);
+      return await this.#entry(parent, opened.name, stat.kind, destName, stat);
     }
     const { fd: srcFd, stat } = opened;
     if (root.contents) {
-      const dest = statPath(destPath, true);
+      const dest = fs.statPath(destPath, true);
       const update = this.#dirItem(stat, dest.ok ? dest.value : null, root.src, destPath);
       const srcPath = root.src.replace(/\/\.?$/, "") || "/";
-      const top = { srcFd, srcPath, destFd, destPath, stat, fresh: missing, update };
-      await this.#walk(this.#dir({ ...top, ...owns }, true));
-      return;
+      return await this.#walk(
+        this.#dir({ ...into, srcFd, srcPath, stat, update, ownsDest: false }, true),
+      );
     }
-    const into = { srcFd: -1, srcPath: "", destFd, destPath, stat, fresh: missing, update: false };
-    const parent = this.#dir({ ...into, ...owns }, false);
+    const parent = this.#dir({ ...into, srcFd: -1, srcPath: "", stat, ownsDest: false }, false);
     await this.#walk(this.#subdirectory(parent, srcFd, destName, stat, root.src, false));
   }
 
   #dir(fields: Omit<Dir, "entries" | "index" | "touched">, list: boolean): Dir {
-    const entries = list ? sortedEntries(fields.srcFd, fields.srcPath) : [];
+    const entries = list
+      ? must(fs.listDirectory(fields.srcFd), "read", fields.srcPath)
+        .sort((a, b) => compareNames(a.name, b.name))
+      : [];
     return { ...fields, entries, index: 0, touched: false };
   }
 
@@ -395,11 +366,11 @@ export class CopyTree {
         }
         const stat = statIfThere(dir.srcFd, entry.name, srcPath);
         if (stat === null) continue;
-        const srcFd = openDir(dir.srcFd, entry.name, srcPath);
+        const srcFd = must(fs.openDirectory(dir.srcFd, entry.name), "read", srcPath);
         try {
           stack.push(this.#subdirectory(dir, srcFd, entry.name, stat, srcPath, true));
         } catch (err: unknown) {
-          closeFd(srcFd);
+          fs.closeFd(srcFd);
           throw err;
         }
       }
@@ -409,7 +380,7 @@ export class CopyTree {
   }
 
   /** The item for a directory; true if an existing one's attributes must be set. */
-  #dirItem(src: PathStat, dest: PathStat | null, srcPath: string, destPath: string): boolean {
+  #dirItem(src: fs.PathStat, dest: fs.PathStat | null, srcPath: string, destPath: string): boolean {
     const same = dest !== null && dest.mode === src.mode && sameTime(dest, src) &&
       sameOwner(dest, this.#options.owner);
     const action = dest === null ? "mkdir" : same ? "unchanged" : "update";
@@ -422,7 +393,7 @@ export class CopyTree {
     parent: Dir,
     srcFd: number,
     name: Uint8Array,
-    stat: PathStat,
+    stat: fs.PathStat,
     srcPath: string,
     ownsSrc: boolean,
   ): Dir {
@@ -432,26 +403,24 @@ export class CopyTree {
     const update = this.#dirItem(stat, dest, srcPath, destPath);
     const here = { srcFd, srcPath, destPath, stat, update, ownsSrc, ownsDest: true };
     if (dest !== null) {
-      const destFd = openDir(parent.destFd, name, destPath);
+      const destFd = must(fs.openDirectory(parent.destFd, name), "read", destPath);
       if (!this.#options.dryRun) removeStaleTemps(destFd);
       return this.#dir({ ...here, destFd, fresh: false }, true);
     }
     if (this.#options.dryRun) return this.#dir({ ...here, destFd: -1, fresh: true }, true);
     const temp = parent.fresh ? null : tempName();
-    // 0700 until it is finished: nobody else gets in while it is being filled.
-    const made = makeDirectory(parent.destFd, temp ?? name, 0o700);
-    if (!made.ok) fail("create directory", destPath, made.errno);
     const parentFd = parent.destFd;
+    // 0700 until it is finished: nobody else gets in while it is being filled.
+    ensure(fs.makeDirectory(parentFd, temp ?? name, 0o700), "create directory", destPath);
     if (temp !== null) {
       this.#pending.push({
-        run: () => putInPlace(parentFd, temp, name, () => destPath, "create"),
+        run: () => putInPlace(parentFd, temp, name, destPath, "create"),
         undo: () => removeTree(parentFd, temp),
       });
     }
     parent.touched = true;
-    const opened = openDirectory(parentFd, temp ?? name);
-    if (!opened.ok) fail("create directory", destPath, opened.errno);
-    return this.#dir({ ...here, destFd: opened.value, fresh: true }, true);
+    const destFd = must(fs.openDirectory(parentFd, temp ?? name), "create directory", destPath);
+    return this.#dir({ ...here, destFd, fresh: true }, true);
   }
 
   /** A directory's walk ended: a new one is finished now, an existing one at the end. */
@@ -459,41 +428,27 @@ export class CopyTree {
     const writes = !this.#options.dryRun && dir.destFd >= 0;
     if (writes && !dir.fresh && (dir.update || dir.touched)) {
       // The source's attributes are read now; the destination stays open for what is pending.
-      const attrs = readXattrs(dir.srcFd);
-      if (dir.ownsSrc) closeFd(dir.srcFd);
+      const attrs = fs.readXattrs(dir.srcFd);
+      if (dir.ownsSrc) fs.closeFd(dir.srcFd);
       if (dir.ownsDest) this.#held.push(dir.destFd);
       this.#pending.push({ run: () => this.#finishDir(dir, attrs), undo: null });
       return;
     }
     try {
-      if (writes && dir.fresh) this.#finishDir(dir);
+      if (writes && dir.fresh) this.#finishDir(dir, fs.readXattrs(dir.srcFd));
     } finally {
       this.#close(dir);
     }
   }
 
   #close(dir: Dir): void {
-    if (dir.ownsSrc) closeFd(dir.srcFd);
-    if (dir.ownsDest && dir.destFd >= 0) closeFd(dir.destFd);
+    if (dir.ownsSrc) fs.closeFd(dir.srcFd);
+    if (dir.ownsDest && dir.destFd >= 0) fs.closeFd(dir.destFd);
   }
 
-  /** A directory's owner, mode, attributes, flush and times, once everything in it is in place. */
-  #finishDir(dir: Dir, attrs = readXattrs(dir.srcFd)): void {
-    const { owner, sync } = this.#options;
-    if (owner !== null) {
-      const owned = setFdOwner(dir.destFd, owner.uid, owner.gid);
-      if (!owned.ok) fail("change the owner of", dir.destPath, owned.errno);
-    }
-    const mode = setFdMode(dir.destFd, dir.stat.mode);
-    if (!mode.ok) fail("set the mode of", dir.destPath, mode.errno);
-    for (const miss of writeXattrs(attrs, dir.destFd, () => dir.destPath)) this.#missed(miss);
-    if (sync) {
-      const synced = syncFd(dir.destFd);
-      // Some filesystems cannot fsync a directory (EINVAL): their renames are as durable.
-      if (!synced.ok && synced.errno !== Errno.EINVAL) fail("flush", dir.destPath, synced.errno);
-    }
-    const times = setFdTimes(dir.destFd, dir.stat.atime, dir.stat.mtime);
-    if (!times.ok) fail("set the times of", dir.destPath, times.errno);
+  /** A directory's attributes, once everything in it is in place. */
+  #finishDir(dir: Dir, attrs: fs.Outcome<fs.Xattr[]>): void {
+    this.#missed(finish(dir.destFd, dir.stat, attrs, dir.stat.mode, this.#options, dir.destPath));
     if (dir.fresh || dir.update) this.summary.dirs++;
   }
 
@@ -501,16 +456,15 @@ export class CopyTree {
   async #entry(
     dir: Dir,
     name: Uint8Array,
-    kind: FileKind,
+    kind: fs.FileKind,
     destName: Uint8Array,
-    known: PathStat | null,
+    known: fs.PathStat | null,
   ): Promise<void> {
     const srcPath = display(dir.srcPath, name);
     const destPath = display(dir.destPath, destName);
+    const { owner, strict, dryRun } = this.#options;
     if (kind !== "file" && kind !== "link") {
-      if (this.#options.strict) {
-        throw new CopyError(`Refusing to copy "${srcPath}": it is a ${kind} (--strict)`);
-      }
+      if (strict) throw new CopyError(`Refusing to copy "${srcPath}": it is a ${kind} (--strict)`);
       this.#onItem({ action: "skip", src: srcPath, dest: "", detail: kind });
       this.summary.skipped++;
       return;
@@ -518,31 +472,44 @@ export class CopyTree {
     const dest = dir.fresh || dir.destFd < 0 ? null : statIfThere(dir.destFd, destName, destPath);
     checkDestination(kind, dest, destPath);
     // In a new directory nothing is compared: no statx of the source (the copy reads it open).
-    const stat = known ?? (dest === null && kind === "file" ? null : statIfThere(
-      dir.srcFd,
-      name,
-      srcPath,
-    ));
-    if (stat === null && dest !== null) return; // gone between listing and looking
+    const stat = known ??
+      (dest === null && kind === "file" ? null : statIfThere(dir.srcFd, name, srcPath));
+    if (stat === null && (dest !== null || kind === "link")) return; // gone since the listing
+    let link: Uint8Array | null = null;
+    let same: boolean;
     if (kind === "link") {
-      if (stat !== null) this.#link(dir, name, destName, stat, dest, srcPath, destPath);
-      return;
+      link = must(fs.readSymlink(dir.srcFd, name), "read", srcPath);
+      const existing = dest?.kind === "link" && sameOwner(dest, owner)
+        ? fs.readSymlink(dir.destFd, destName)
+        : null;
+      same = existing?.ok === true && compareNames(existing.value, link) === 0;
+      const action = same ? "unchanged" : "link";
+      this.#onItem({ action, src: srcPath, dest: destPath, detail: printable(link) });
+    } else {
+      same = stat !== null && dest?.kind === "file" && dest.size === stat.size &&
+        dest.mode === (this.#options.fileMode ?? stat.mode) && sameTime(dest, stat) &&
+        sameOwner(dest, owner);
+      const action = same ? "unchanged" : dest === null ? "copy" : "replace";
+      this.#onItem({ action, src: srcPath, dest: destPath, detail: "" });
     }
-    const same = stat !== null && dest !== null && dest.kind === "file" &&
-      dest.size === stat.size && dest.mode === (this.#options.fileMode ?? stat.mode) &&
-      sameTime(dest, stat) && sameOwner(dest, this.#options.owner);
-    const action = same ? "unchanged" : dest === null ? "copy" : "replace";
-    this.#onItem({ action, src: srcPath, dest: destPath, detail: "" });
     if (same) this.summary.unchanged++;
-    if (same || this.#options.dryRun) return;
+    if (same || dryRun) return;
     dir.touched = true;
     const target = this.#target(dir, destName, destPath);
+    if (link !== null && stat !== null) {
+      ensure(fs.makeSymlink(link, dir.destFd, target), "create the link", destPath);
+      const attrs = fs.readXattrs({ dirFd: dir.srcFd, name });
+      const to = { dirFd: dir.destFd, name: target };
+      this.#missed(finish(to, stat, attrs, null, this.#options, destPath));
+      this.summary.links++;
+      return;
+    }
     const job = { srcDir: dir.srcFd, name, destDir: dir.destFd, target, srcPath, destPath };
     const result = await copyFile(job, this.#options, this.#stop, this.#linked);
     if (result.linked) this.summary.hardlinks++;
     else this.summary.files++;
     this.summary.bytes += result.bytes;
-    for (const miss of result.misses) this.#missed(miss);
+    this.#missed(result.misses);
   }
 
   /** The name to write under: its own in a new directory, else a temporary one renamed later. */
@@ -551,58 +518,23 @@ export class CopyTree {
     const temp = tempName();
     const dirFd = dir.destFd;
     this.#pending.push({
-      run: () => putInPlace(dirFd, temp, name, () => destPath),
-      undo: () => removeEntry(dirFd, temp, false),
+      run: () => putInPlace(dirFd, temp, name, destPath),
+      undo: () => fs.removeEntry(dirFd, temp, false),
     });
     return temp;
   }
 
-  #link(
-    dir: Dir,
-    name: Uint8Array,
-    destName: Uint8Array,
-    stat: PathStat,
-    dest: PathStat | null,
-    srcPath: string,
-    destPath: string,
-  ): void {
-    const target = readSymlink(dir.srcFd, name);
-    if (!target.ok) fail("read", srcPath, target.errno);
-    const existing = dest?.kind === "link" && sameOwner(dest, this.#options.owner)
-      ? readSymlink(dir.destFd, destName)
-      : null;
-    const same = existing?.ok === true && sameBytes(existing.value, target.value);
-    const detail = printable(target.value);
-    this.#onItem({ action: same ? "unchanged" : "link", src: srcPath, dest: destPath, detail });
-    if (same) this.summary.unchanged++;
-    if (same || this.#options.dryRun) return;
-    dir.touched = true;
-    const at = this.#target(dir, destName, destPath);
-    const made = makeSymlink(target.value, dir.destFd, at);
-    if (!made.ok) fail("create the link", destPath, made.errno);
-    const { owner } = this.#options;
-    if (owner !== null) {
-      const owned = setEntryOwner(dir.destFd, at, owner.uid, owner.gid);
-      if (!owned.ok) fail("change the owner of", destPath, owned.errno);
+  #missed(misses: readonly XattrMiss[]): void {
+    for (const { attr, path, errno } of misses) {
+      this.summary.xattrMisses++;
+      const key = `${attr}:${errno}`;
+      if (this.#warned.has(key)) continue;
+      this.#warned.add(key);
+      const why = errno === fs.Errno.EPERM ? "Operation not permitted" : `errno ${errno}`;
+      this.#warn(
+        `cannot copy the extended attribute "${attr}" of "${path}": ${why} ` +
+          "(further failures of this attribute are only counted)",
+      );
     }
-    const to = { dirFd: dir.destFd, name: at };
-    for (const miss of copyXattrs({ dirFd: dir.srcFd, name }, to, () => destPath)) {
-      this.#missed(miss);
-    }
-    const times = setEntryTimes(dir.destFd, at, stat.atime, stat.mtime);
-    if (!times.ok) fail("set the times of", destPath, times.errno);
-    this.summary.links++;
-  }
-
-  #missed(miss: XattrMiss): void {
-    this.summary.xattrMisses++;
-    const key = `${miss.attr}:${miss.errno}`;
-    if (this.#warned.has(key)) return;
-    this.#warned.add(key);
-    this.#warn(
-      `cannot copy the extended attribute "${miss.attr}" of "${miss.path}": ${
-        miss.errno === Errno.EPERM ? "Operation not permitted" : `errno ${miss.errno}`
-      } (further failures of this attribute are only counted)`,
-    );
   }
 }

@@ -15,7 +15,7 @@ import {
   libc,
 } from "./symbols.ts";
 
-export { closeFd, Errno, errnoMessage };
+export { type CallResult, closeFd, Errno, errnoMessage };
 
 export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };
 
@@ -258,13 +258,8 @@ function sendAt(input: number, output: number, at: number, length: number): Outc
   return outcome(Number(libc.sendfile(output, input, offset, BigInt(length))));
 }
 
-export interface DataOptions {
-  /** Up to this many bytes: one call on this thread; more: chunks of threadChunk on a thread. */
-  readonly smallChunk: number;
-  readonly threadChunk: number;
-  /** Called between chunks: throws to stop the copy. */
-  readonly check: () => void;
-}
+const SMALL_CHUNK = 8 << 20; // copied on this thread in one call
+const THREAD_CHUNK = 64 << 20; // larger files go in chunks on a runtime thread
 
 // copy_file_range(2) refuses some pairs of files; sendfile(2) handles any regular files.
 const FALLBACK_ERRNOS: ReadonlySet<number> = new Set([
@@ -274,13 +269,16 @@ const FALLBACK_ERRNOS: ReadonlySet<number> = new Set([
   Errno.ENOTSUP,
 ]);
 
-/** Copies `size` bytes; `sparse`: only SEEK_DATA's ranges, then truncated, so holes stay. */
+/**
+ * Copies `size` bytes; `sparse`: only SEEK_DATA's ranges, then truncated, so holes stay. `check`
+ * runs between chunks (it throws to stop the copy).
+ */
 export async function copyData(
   input: number,
   output: number,
   size: number,
   sparse: boolean,
-  options: DataOptions,
+  check: () => void,
 ): Promise<Outcome<number>> {
   let copied = 0;
   let useSendfile = false;
@@ -295,11 +293,11 @@ export async function copyData(
       end = hole < 0 ? size : Math.min(hole, size);
     }
     while (at < end) {
-      options.check();
-      const wanted = Math.min(end - at, options.threadChunk);
+      check();
+      const wanted = Math.min(end - at, THREAD_CHUNK);
       let result = useSendfile
         ? sendAt(input, output, at, wanted)
-        : await copyRangeAt(input, output, at, wanted, wanted > options.smallChunk);
+        : await copyRangeAt(input, output, at, wanted, wanted > SMALL_CHUNK);
       if (!result.ok && result.errno === 0) {
         result = await copyRangeAt(input, output, at, wanted, false);
       }
@@ -335,37 +333,27 @@ function timespecs(atime: Timestamp, mtime: Timestamp): Uint8Array<ArrayBuffer> 
   return new Uint8Array(times.buffer); // struct timespec times[2]
 }
 
-export function setFdMode(fd: number, mode: number): CallResult {
+/** What the attribute calls change: an open descriptor, or a symlink itself (never followed). */
+export type Target = number | { readonly dirFd: number; readonly name: Uint8Array };
+
+export function setMode(fd: number, mode: number): CallResult {
   return checked(libc.fchmod(fd, mode));
 }
 
-export function setFdOwner(fd: number, uid: number, gid: number): CallResult {
-  return checked(libc.fchown(fd, uid, gid));
-}
-
-export function setFdTimes(fd: number, atime: Timestamp, mtime: Timestamp): CallResult {
-  return checked(libc.futimens(fd, timespecs(atime, mtime)));
-}
-
-/** A symlink's own owner. */
-export function setEntryOwner(
-  dirFd: number,
-  name: Uint8Array,
-  uid: number,
-  gid: number,
-): CallResult {
-  return checked(libc.fchownat(dirFd, cString(name), uid, gid, AT_SYMLINK_NOFOLLOW));
-}
-
-/** A symlink's own times. */
-export function setEntryTimes(
-  dirFd: number,
-  name: Uint8Array,
-  atime: Timestamp,
-  mtime: Timestamp,
-): CallResult {
+export function setOwner(to: Target, uid: number, gid: number): CallResult {
   return checked(
-    libc.utimensat(dirFd, cString(name), timespecs(atime, mtime), AT_SYMLINK_NOFOLLOW),
+    typeof to === "number"
+      ? libc.fchown(to, uid, gid)
+      : libc.fchownat(to.dirFd, cString(to.name), uid, gid, AT_SYMLINK_NOFOLLOW),
+  );
+}
+
+export function setTimes(to: Target, atime: Timestamp, mtime: Timestamp): CallResult {
+  const times = timespecs(atime, mtime);
+  return checked(
+    typeof to === "number"
+      ? libc.futimens(to, times)
+      : libc.utimensat(to.dirFd, cString(to.name), times, AT_SYMLINK_NOFOLLOW),
   );
 }
 
@@ -384,18 +372,17 @@ function splitNames(list: Uint8Array): Uint8Array[] {
   return names;
 }
 
-/** A file whose extended attributes are read or written: a descriptor, or a symlink itself. */
-export type XattrFile = number | { readonly dirFd: number; readonly name: Uint8Array };
+/** An extended attribute's name and value. */
+export type Xattr = [Uint8Array, Uint8Array];
 
-/** A symlink's path for the l*xattr calls (through /proc/self/fd/DIR/NAME); null: a descriptor. */
-function linkPath(file: XattrFile): Uint8Array | null {
-  if (typeof file === "number") return null;
+/** A symlink's path for the l*xattr calls, through /proc/self/fd/DIR/NAME. */
+function linkPath(file: Exclude<Target, number>): Uint8Array {
   return cString(concat(new TextEncoder().encode(`/proc/self/fd/${file.dirFd}/`), file.name));
 }
 
 /** Extended attribute names and values, in listxattr's order (f*xattr, or l*xattr of a link). */
-export function readXattrs(file: XattrFile): Outcome<Array<[Uint8Array, Uint8Array]>> {
-  const path = linkPath(file);
+export function readXattrs(file: Target): Outcome<Xattr[]> {
+  const path = typeof file === "number" ? null : linkPath(file);
   const fd = typeof file === "number" ? file : -1;
   const list = (into: Uint8Array | null, size: number) =>
     Number(
@@ -415,7 +402,7 @@ export function readXattrs(file: XattrFile): Outcome<Array<[Uint8Array, Uint8Arr
   const names = new Uint8Array(size);
   const n = list(names, size);
   if (n < 0) return { ok: false, errno: errno() };
-  const pairs: Array<[Uint8Array, Uint8Array]> = [];
+  const pairs: Xattr[] = [];
   for (const name of splitNames(names.subarray(0, n))) {
     const cname = cString(name);
     const length = get(cname, null, 0);
@@ -427,13 +414,12 @@ export function readXattrs(file: XattrFile): Outcome<Array<[Uint8Array, Uint8Arr
   return { ok: true, value: pairs };
 }
 
-export function writeXattr(file: XattrFile, attr: Uint8Array, value: Uint8Array): CallResult {
-  const path = linkPath(file);
+export function writeXattr(file: Target, attr: Uint8Array, value: Uint8Array): CallResult {
   const size = BigInt(value.length);
   return checked(
-    path === null
-      ? libc.fsetxattr(file as number, cString(attr), value, size, 0)
-      : libc.lsetxattr(path, cString(attr), value, size, 0),
+    typeof file === "number"
+      ? libc.fsetxattr(file, cString(attr), value, size, 0)
+      : libc.lsetxattr(linkPath(file), cString(attr), value, size, 0),
   );
 }
 
