@@ -50,7 +50,6 @@ export interface RunAs {
   readonly groups: readonly number[];
   /** HOME from /etc/passwd; "/" when the user has no entry (as Docker). */
   readonly home: string;
-  /** For /status: the spec as given. */
   readonly spec: string;
 }
 

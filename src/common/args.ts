@@ -9,7 +9,6 @@ export interface OptionSpec {
   readonly names: readonly string[];
   /** "optional": a flag, or `--name=VALUE` (a value only after "="). */
   readonly kind: "flag" | "value" | "optional";
-  /** The environment twin, e.g. "DENIT_GROUP". */
   readonly env?: string;
 }
 
@@ -29,9 +28,7 @@ export interface Sourced {
 export interface Scan {
   /** Flag key → how often it was given (an "optional" option without its value too). */
   readonly flags: ReadonlyMap<string, number>;
-  /** Value key → every value given, in order. */
   readonly values: ReadonlyMap<string, readonly Sourced[]>;
-  /** Words that are not options (for the supervisor: the command and its arguments). */
   readonly positional: readonly string[];
 }
 
@@ -152,7 +149,6 @@ export class Settings {
     return { value, from: variable };
   }
 
-  /** How often a flag was given on the command line. */
   count(key: string): number {
     return this.#scan.flags.get(key) ?? 0;
   }
@@ -198,7 +194,6 @@ function distance(a: string, b: string): number {
   return previous[b.length] ?? 0;
 }
 
-/** The candidate nearest to `name`, if within `limit` edits. */
 function closest(name: string, candidates: readonly string[], limit: number): string | null {
   let best: string | null = null;
   let bestDistance = Infinity;

@@ -156,7 +156,6 @@ class ErrWriter {
     this.#writing = null;
   }
 
-  /** Waits until what is held is written, at most EXIT_FLUSH_MS. */
   async flush(): Promise<void> {
     if (this.#writing === null) return;
     await Promise.race([this.#writing, quietDelay(EXIT_FLUSH_MS)]);

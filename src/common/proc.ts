@@ -19,11 +19,9 @@ export interface ProcessInfo {
   readonly pid: number;
   /** The command name (/proc/PID/comm), "?" if it ended while we looked. */
   readonly name: string;
-  /** The one-letter state of proc(5): R, S, D, Z, T... */
   readonly state: string;
   readonly pgid: number;
   readonly sid: number;
-  /** The parent (0 when unknown). */
   readonly ppid: number;
   /** When it started (proc(5) field 22): with the pid, its identity; "" when unknown. */
   readonly startTime: string;

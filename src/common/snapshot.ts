@@ -18,7 +18,6 @@ export type StateName = "starting" | "running" | "stopping" | "exited";
 /** The container's memory cgroup: the version and oom.group read at start, the limit when asked. */
 export interface MemoryFacts {
   readonly cgroup: 1 | 2;
-  /** The limit in bytes; null: none. */
   readonly limitBytes: number | null;
   /** v2 `memory.oom.group` (an OOM kill ends every process at once); null on v1. */
   readonly oomGroup: boolean | null;
@@ -49,7 +48,6 @@ export interface Snapshot {
   readonly stopCause: "signal" | "timeout" | null;
   /** While --shutdown-delay holds a stop signal back: when it will be forwarded at the latest. */
   readonly drainingUntilMs: number | null;
-  /** With --timeout: when the child's deadline is. */
   readonly deadlineAtMs: number | null;
   /** The memory cgroup denit and the child are in, as found at start; null: none found. */
   readonly memory: MemoryFacts | null;

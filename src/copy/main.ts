@@ -142,7 +142,6 @@ function removeMade(made: readonly string[]): void {
   for (const path of made.toReversed()) fs.removeEntry(fs.AT_FDCWD, encoder.encode(path), true);
 }
 
-/** Roots to copy into one destination. */
 interface Group {
   readonly dest: string;
   readonly roots: Root[];

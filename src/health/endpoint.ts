@@ -16,9 +16,7 @@ import { DEFAULT_LIMITS, type HttpRequest, type HttpResponse, HttpServer } from 
 /** What the routes read: the supervisor's snapshot, its start time, and this process. */
 export interface HealthSource extends SnapshotSource {
   readonly supervisorStartedAtMs: number;
-  /** This process's figures for the `process_*` metrics. */
   processStats(): ProcessStats;
-  /** The settings /status shows. */
   readonly settings: StatusSettings;
   /** `--ready-when`'s latest result; null without it. */
   readiness(): ReadyView | null;
@@ -26,32 +24,23 @@ export interface HealthSource extends SnapshotSource {
 
 const METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
-// Constant answers are frozen objects, shared by every request.
-const OK: HttpResponse = Object.freeze({ status: 200, body: "ok\n" });
-const NOT_FOUND: HttpResponse = Object.freeze({ status: 404, body: "not found\n" });
-const NOT_ALLOWED: HttpResponse = Object.freeze({
-  status: 405,
-  headers: Object.freeze({ allow: "GET, HEAD" }),
-  body: "method not allowed\n",
-});
+/** A constant answer, frozen: shared by every request. */
+function answer(status: number, body: string, headers?: Record<string, string>): HttpResponse {
+  return Object.freeze({ status, body: `${body}\n`, ...(headers ? { headers } : {}) });
+}
+
+const OK = answer(200, "ok");
+const NOT_FOUND = answer(404, "not found");
+const NOT_ALLOWED = answer(405, "method not allowed", { allow: "GET, HEAD" });
 const READINESS: Readonly<Record<Snapshot["state"], HttpResponse>> = {
-  starting: Object.freeze({ status: 503, body: "child not started yet\n" }),
-  running: Object.freeze({ status: 200, body: "ready\n" }),
-  stopping: Object.freeze({ status: 503, body: "stopping: a stop signal was forwarded\n" }),
-  exited: Object.freeze({ status: 503, body: "child exited\n" }),
+  starting: answer(503, "child not started yet"),
+  running: answer(200, "ready"),
+  stopping: answer(503, "stopping: a stop signal was forwarded"),
+  exited: answer(503, "child exited"),
 };
-const DRAINING: HttpResponse = Object.freeze({
-  status: 503,
-  body: "stopping: the stop signal is held for --shutdown-delay (draining)\n",
-});
-const TIMED_OUT: HttpResponse = Object.freeze({
-  status: 503,
-  body: "stopping: the child's deadline (--timeout) passed\n",
-});
-const WAITING: HttpResponse = Object.freeze({
-  status: 503,
-  body: "child exited; waiting for its descendants (--wait-descendants)\n",
-});
+const DRAINING = answer(503, "stopping: the stop signal is held for --shutdown-delay (draining)");
+const TIMED_OUT = answer(503, "stopping: the child's deadline (--timeout) passed");
+const WAITING = answer(503, "child exited; waiting for its descendants (--wait-descendants)");
 
 /** /readyz: the supervisor's state, and with --ready-when, the application's readiness. */
 export function readiness(source: HealthSource): HttpResponse {
@@ -69,6 +58,7 @@ export function readiness(source: HealthSource): HttpResponse {
     body: `not ready: ${view.check}: ${view.lastResult ?? "not checked yet"}\n`,
   };
 }
+
 const KNOWN_PATHS = new Set(["/healthz", "/livez", "/readyz", "/status", "/metrics"]);
 
 /** The /status document; never argv, environment or paths of the child. */
@@ -135,88 +125,52 @@ function readinessDocument(source: HealthSource): Record<string, unknown> | null
 /** One metric's samples: a value, or values by their labels; null: not shown now. */
 type Samples = number | ReadonlyArray<readonly [string, number]> | null;
 
-/** The Prometheus text exposition (format 0.0.4): a table, one row per metric, then its lines. */
+/** The Prometheus text exposition (format 0.0.4): each metric's help, type, then its samples. */
 export function metricsText(source: HealthSource): string {
   const s = source.snapshot();
   const p = source.processStats();
   const j = s.jobs;
-  const live = s.state === "running" || s.state === "stopping";
-  const states = ["starting", "running", "stopping", "exited"] as const;
-  const metrics: ReadonlyArray<readonly [string, string, string, Samples]> = [
-    ["denit_build_info", "gauge", "denit and Deno versions.", [[
-      `version="${VERSION}",deno="${Deno.version.deno}"`,
-      1,
-    ]]],
-    ["denit_child_up", "gauge", "1 while the child runs.", live ? 1 : 0],
-    [
-      "denit_state",
-      "gauge",
-      "The supervisor's state (1 for the current one).",
-      states.map((state) => [`state="${state}"`, s.state === state ? 1 : 0]),
-    ],
-    [
-      "denit_child_start_time_seconds",
-      "gauge",
-      "When the child started.",
-      s.startedAtMs === null ? null : s.startedAtMs / 1000,
-    ],
-    ["denit_child_exit_code", "gauge", "The exit code denit will exit with.", s.exitCode],
-    [
-      "denit_child_exit_info",
-      "gauge",
-      "Why the child ended (always 1).",
-      s.exitCause === null ? null : [[`cause="${s.exitCause}",signal="${s.exitSignal ?? ""}"`, 1]],
-    ],
-    [
-      "denit_zombies_reaped_total",
-      "counter",
-      "Processes reaped, child included.",
-      s.zombiesReaped,
-    ],
-    [
-      "denit_unreaped_zombies",
-      "gauge",
-      "Zombies denit cannot reap: their parent is alive and does not wait for them.",
-      s.unreapedZombies,
-    ],
-    ["denit_jobs_started_total", "counter", "Jobs started (--jobs-socket).", j?.started ?? null],
-    [
-      "denit_jobs_finished_total",
-      "counter",
-      "Jobs finished, by outcome.",
-      j === null ? null : [
-        [`outcome="succeeded"`, j.succeeded],
-        [`outcome="failed"`, j.failed],
-        [`outcome="cancelled"`, j.cancelled],
-      ],
-    ],
-    ["denit_jobs_running", "gauge", "Jobs running now.", j?.running ?? null],
-    [
-      "denit_signals_forwarded_total",
-      "counter",
-      "Signals sent to the child.",
-      Object.entries(s.signalsForwarded).map(([signal, count]) => [`signal="${signal}"`, count]),
-    ],
-    ["process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", p.residentBytes],
-    ["process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", p.virtualBytes],
-    ["process_start_time_seconds", "gauge", "Start time since the epoch.", p.startTimeSeconds],
-    ["process_cpu_seconds_total", "counter", "User and system CPU time.", p.cpuSecondsTotal],
-    [
-      "denit_ready",
-      "gauge",
-      "1 when /readyz answers 200.",
-      readiness(source).status === 200 ? 1 : 0,
-    ],
-    ["process_open_fds", "gauge", "Open file descriptors.", p.openFds],
-    ["process_max_fds", "gauge", "Limit of open file descriptors.", p.maxFds],
-  ];
   const lines: string[] = [];
-  for (const [name, type, help, samples] of metrics) {
-    if (samples === null) continue;
+  const metric = (type: string) => (name: string, help: string, samples: Samples) => {
+    if (samples === null) return;
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     if (typeof samples === "number") lines.push(`${name} ${samples}`);
     else lines.push(...samples.map(([labels, value]) => `${name}{${labels}} ${value}`));
-  }
+  };
+  const [gauge, counter] = [metric("gauge"), metric("counter")];
+  const build = `version="${VERSION}",deno="${Deno.version.deno}"`;
+  gauge("denit_build_info", "denit and Deno versions.", [[build, 1]]);
+  const up = s.state === "running" || s.state === "stopping" ? 1 : 0;
+  gauge("denit_child_up", "1 while the child runs.", up);
+  const states = ["starting", "running", "stopping", "exited"] as const;
+  const current = states.map((state) => [`state="${state}"`, s.state === state ? 1 : 0] as const);
+  gauge("denit_state", "The supervisor's state (1 for the current one).", current);
+  const started = s.startedAtMs === null ? null : s.startedAtMs / 1000;
+  gauge("denit_child_start_time_seconds", "When the child started.", started);
+  gauge("denit_child_exit_code", "The exit code denit will exit with.", s.exitCode);
+  const cause = s.exitCause === null
+    ? null
+    : [[`cause="${s.exitCause}",signal="${s.exitSignal ?? ""}"`, 1] as const];
+  gauge("denit_child_exit_info", "Why the child ended (always 1).", cause);
+  counter("denit_zombies_reaped_total", "Processes reaped, child included.", s.zombiesReaped);
+  const unreaped = "Zombies denit cannot reap: their parent is alive and does not wait for them.";
+  gauge("denit_unreaped_zombies", unreaped, s.unreapedZombies);
+  counter("denit_jobs_started_total", "Jobs started (--jobs-socket).", j?.started ?? null);
+  const outcomes = j === null ? null : (["succeeded", "failed", "cancelled"] as const)
+    .map((outcome) => [`outcome="${outcome}"`, j[outcome]] as const);
+  counter("denit_jobs_finished_total", "Jobs finished, by outcome.", outcomes);
+  gauge("denit_jobs_running", "Jobs running now.", j?.running ?? null);
+  const signals: Samples = Object.entries(s.signalsForwarded).map((
+    [name, n],
+  ) => [`signal="${name}"`, n]);
+  counter("denit_signals_forwarded_total", "Signals sent to the child.", signals);
+  gauge("process_resident_memory_bytes", "Resident memory size in bytes.", p.residentBytes);
+  gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", p.virtualBytes);
+  gauge("process_start_time_seconds", "Start time since the epoch.", p.startTimeSeconds);
+  counter("process_cpu_seconds_total", "User and system CPU time.", p.cpuSecondsTotal);
+  gauge("denit_ready", "1 when /readyz answers 200.", readiness(source).status === 200 ? 1 : 0);
+  gauge("process_open_fds", "Open file descriptors.", p.openFds);
+  gauge("process_max_fds", "Limit of open file descriptors.", p.maxFds);
   return `${lines.join("\n")}\n`;
 }
 
@@ -289,8 +243,5 @@ export async function startHealth(
       throw err;
     }
   }
-  return {
-    notifySocket: ready?.notifySocket ?? null,
-    close: () => server.close(),
-  };
+  return { notifySocket: ready?.notifySocket ?? null, close: () => server.close() };
 }

@@ -31,7 +31,6 @@ const CACHE_MS = 1000;
 export class ProcessStatsCache {
   #cached: { atMs: number; stats: ProcessStats } | null = null;
 
-  /** The figures, from the last second's read or a new one. */
   get(nowMs: number = performance.now()): ProcessStats {
     if (this.#cached === null || nowMs - this.#cached.atMs >= CACHE_MS) {
       this.#cached = { atMs: nowMs, stats: readProcessStats() };

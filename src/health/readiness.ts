@@ -20,7 +20,6 @@ export interface ReadyView {
   readonly passing: boolean;
   /** What the last check found ("connected", "HTTP 503", "READY=1"...); null before any. */
   readonly lastResult: string | null;
-  /** When that was (epoch ms). */
   readonly checkedAtMs: number | null;
   /** notify: the child's last STATUS= text. */
   readonly status: string | null;
@@ -48,7 +47,6 @@ export class Readiness {
   #lastResult: string | null = null;
   #checkedAtMs: number | null = null;
   #status: string | null = null;
-  /** notify: messages from senders outside the child's process tree, ignored. */
   #ignored = 0;
   /** notify: the socket's name for NOTIFY_SOCKET; null for the other checks. */
   readonly notifySocket: string | null;

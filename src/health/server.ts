@@ -116,7 +116,6 @@ export class HttpServer {
   readonly #connections = new Map<Deno.Conn, number>();
   /** Closed connections whose read has not settled: their descriptors still count at the cap. */
   #closing = 0;
-  /** Resolved when a closed connection's read has settled. */
   #settled = Promise.withResolvers<void>();
   readonly #sweeper: ReturnType<typeof setInterval>;
   #closed = false;
@@ -146,7 +145,6 @@ export class HttpServer {
     }
   }
 
-  /** The bound address (useful with port 0). */
   get address(): Deno.NetAddr {
     return this.#listener.addr;
   }
@@ -212,7 +210,6 @@ export class HttpServer {
     }
   }
 
-  /** Reads one request head, answers it and closes the connection. */
   async #serve(conn: Deno.Conn): Promise<void> {
     const buffer = new Uint8Array(this.#limits.maxHeaderBytes);
     let used = 0;

@@ -7,15 +7,13 @@ import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { escapeControls, printErr, printOut, printUsageError } from "../common/log.ts";
 import { parseSignal } from "../common/signals.ts";
-import { DEFAULT_JOBS_SOCKET } from "./contract.ts";
+import { DEFAULT_CANCEL_GRACE_MS, DEFAULT_JOBS_SOCKET } from "./contract.ts";
 import { jobsDefinition } from "./proto.ts";
 import type { JobMessage, OutputMessage } from "./service.ts";
 
 const DEFAULT_WAIT_MS = 30_000;
 /** After this long without an answer, denit job says that it waits. */
 const NOTICE_AFTER_MS = 2000;
-/** The service's grace for a Cancel that names none. */
-const DEFAULT_CANCEL_GRACE_MS = 10_000;
 
 const USAGE = "Usage: denit job run|follow|logs|cancel|list [--socket PATH] ...";
 

@@ -75,6 +75,8 @@ export const KEEPER_STARTED = /^pid \d+\n$/;
 
 /** The signal that tells a keeper a Cancel waits in `DIR/SEQ.cancel`. */
 export const CANCEL_SIGNAL = "SIGUSR1";
+/** Cancel's time between TERM and KILL when the request names none. */
+export const DEFAULT_CANCEL_GRACE_MS = 10_000;
 
 /** What the keeper of job `seq` of the run in `dir` needs beside the job's own argv. */
 export interface KeeperOptions {

@@ -4,37 +4,34 @@
  */
 
 import { errorLine } from "../common/errors.ts";
-import { describeProcess, type ProcessInfo } from "../common/proc.ts";
+import { describeProcess } from "../common/proc.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
 import { Job, JOB_OUTPUT_CAP, JobTable } from "./store.ts";
 import {
   CANCEL_SIGNAL,
+  DEFAULT_CANCEL_GRACE_MS,
   KEEPER_STARTED,
   keeperArgv,
   keeperLives,
   STOPPING_FILE,
 } from "./contract.ts";
 
-/** Cancel's default and longest time between TERM and KILL. */
-export const DEFAULT_CANCEL_GRACE_MS = 10_000;
-export const MAX_CANCEL_GRACE_MS = 24 * 60 * 60 * 1000;
+const MAX_CANCEL_GRACE_MS = 24 * 60 * 60 * 1000;
 /** How often the jobs not yet done are read again, whatever the directory's events said. */
 const SWEEP_MS = 1000;
-
 /** A job's argv and env together, as UTF-8 bytes (the kernel's own limit is about 2 MiB). */
 export const MAX_RUN_BYTES = 128 * 1024;
 /** A job's argv and env entries together (each costs a few hundred bytes, whatever its length). */
-export const MAX_RUN_ENTRIES = 4096;
+const MAX_RUN_ENTRIES = 4096;
 /** The largest request the service decodes: a Run at both caps, with room for its framing. */
 export const MAX_REQUEST_BYTES = 2 * MAX_RUN_BYTES;
-/** Jobs running at once. */
-export const MAX_RUNNING_JOBS = 256;
+const MAX_RUNNING_JOBS = 256;
 /** Follow and FollowIO streams open at once, over every connection. */
-export const MAX_STREAMS = 128;
+const MAX_STREAMS = 128;
 /** List's largest page: at most this many jobs, and about this many bytes of them. */
-export const LIST_PAGE_JOBS = 1000;
+const LIST_PAGE_JOBS = 1000;
 const LIST_PAGE_BYTES = 1024 * 1024;
 /** FollowIO's largest message. */
 const OUTPUT_CHUNK = 256 * 1024;
@@ -86,12 +83,10 @@ export interface OutputMessage {
   truncated?: boolean;
 }
 
-/** A server stream as the calls see it: write with back-pressure, and whether the client left. */
+/** A server stream: `write` resolves once the transport took it; `left` once the client left. */
 export interface Outlet<T> {
-  /** Resolves when the message may be followed by another (the transport took it). */
   write(message: T): Promise<void>;
   readonly gone: boolean;
-  /** Resolves when the client leaves. */
   readonly left: Promise<void>;
 }
 
@@ -109,9 +104,7 @@ export interface ListFields {
 }
 
 function jobMessage(job: Job): JobMessage {
-  const r = job.record;
-  const s = job.state;
-  const end = job.end;
+  const { record: r, state: s, end } = job;
   return {
     id: r.id,
     status: job.status,
@@ -128,30 +121,28 @@ function jobMessage(job: Job): JobMessage {
   };
 }
 
-function hasNul(text: string): boolean {
-  return text.includes("\0");
-}
-
 /** True while a process (or -pgid: a group member) exists, zombies included: kill(2), signal 0. */
 function exists(pid: number): boolean {
   const result = sendSignal(pid, 0);
   return result.ok || result.errno !== Errno.ESRCH;
 }
 
-/** A process's parent, group and start time; null: gone or a zombie. */
-function procFacts(pid: number): ProcessInfo | null {
+/** A live process's start time (its identity with the pid); null: gone or a zombie. */
+function startOf(pid: number): string | null {
   const info = describeProcess(pid);
-  return info.state === "Z" || info.state === "?" ? null : info;
+  return info.state === "Z" || info.state === "?" ? null : info.startTime;
 }
 
-/** Adds to `known` (pid → start time) the job's group (`members`) and its descendants. */
+/**
+ * Adds to `known` (pid → start time) the job's group (`members`, at first only) and what a known
+ * process started (`setsid` ones too); false without /proc.
+ */
 function findJobProcesses(pgid: number, known: Map<number, string>, members: boolean): boolean {
-  const facts = new Map<number, ProcessInfo>();
+  const facts = new Map<number, ReturnType<typeof describeProcess>>();
   try {
     for (const entry of Deno.readDirSync("/proc")) {
-      const pid = Number(entry.name);
-      const found = Number.isInteger(pid) && pid > 0 ? procFacts(pid) : null;
-      if (found !== null) facts.set(pid, found);
+      const info = /^\d+$/.test(entry.name) ? describeProcess(Number(entry.name)) : null;
+      if (info !== null && info.state !== "Z" && info.state !== "?") facts.set(info.pid, info);
     }
   } catch {
     return false;
@@ -171,23 +162,17 @@ function findJobProcesses(pgid: number, known: Map<number, string>, members: boo
   return true;
 }
 
-/** `signo` to each known process that is still the one known (pid and start time); any left. */
-function signalKnown(known: Map<number, string>, signo: number): boolean {
-  for (const [pid, start] of known) {
-    if (procFacts(pid)?.startTime === start) sendSignal(pid, signo);
-    else known.delete(pid);
-  }
-  return known.size > 0;
-}
-
 /** A Cancel for a job whose keeper is gone: TERM and CONT now, KILL after the grace. */
 async function stopJob(pgid: number, graceMs: number): Promise<void> {
   const known = new Map<number, string>();
-  // Without /proc, its group is all that can be found.
-  const signal = (signo: number, members = false) =>
-    findJobProcesses(pgid, known, members)
-      ? signalKnown(known, signo)
-      : sendSignal(-pgid, signo).ok;
+  const signal = (signo: number, members = false) => {
+    if (!findJobProcesses(pgid, known, members)) return sendSignal(-pgid, signo).ok;
+    for (const [pid, start] of known) {
+      if (startOf(pid) === start) sendSignal(pid, signo);
+      else known.delete(pid);
+    }
+    return known.size > 0;
+  };
   signal(SIGTERM, true);
   signal(SIGCONT);
   await new Promise((resolve) => setTimeout(resolve, graceMs));
@@ -208,10 +193,7 @@ export class JobService {
   #streams = 0;
 
   /** The table of the run in `dir`, with every job an earlier service of this run left there. */
-  constructor(
-    dir: string,
-    options: { keeper: string; oomCount: string | null },
-  ) {
+  constructor(dir: string, options: { keeper: string; oomCount: string | null }) {
     this.#dir = dir;
     this.#keeper = options.keeper;
     this.#oomCount = options.oomCount;
@@ -223,16 +205,6 @@ export class JobService {
       }
     }
     this.#table.saveCounts();
-  }
-
-  /** denit marked its stop in the run's directory: new jobs are refused from then on. */
-  #stopMarked(): boolean {
-    try {
-      Deno.lstatSync(`${this.#dir}/${STOPPING_FILE}`);
-      return this.#stopping = true;
-    } catch {
-      return false;
-    }
   }
 
   /** Follows the run's directory; every SWEEP_MS the jobs not done are read again (lost events). */
@@ -274,8 +246,7 @@ export class JobService {
         continue;
       }
       job.refresh();
-      if (job.finished) continue;
-      this.#lost(job, "its keeper died before it recorded the job's end");
+      if (!job.finished) this.#lost(job, "its keeper died before it recorded the job's end");
     }
   }
 
@@ -295,8 +266,7 @@ export class JobService {
   }
 
   /** Run: a new job, or the one that has this id already. */
-  async run(fields: RunFields): Promise<JobMessage> {
-    const { id, argv } = fields;
+  async run({ id, argv, workDir, env: variables }: RunFields): Promise<JobMessage> {
     if (!ID_PATTERN.test(id)) {
       throw invalid(
         `invalid id "${id.slice(0, 140)}": use 1 to 128 letters, digits, '.', '_', ':' or '-'`,
@@ -313,21 +283,20 @@ export class JobService {
     if (argv.length === 0 || argv[0] === "") {
       throw invalid("argv is empty: name the program to run");
     }
-    if (argv.some(hasNul)) throw invalid("argv holds a NUL byte");
+    if (argv.some((arg) => arg.includes("\0"))) throw invalid("argv holds a NUL byte");
     const env: string[] = [];
-    for (const [key, value] of Object.entries(fields.env)) {
+    for (const [key, value] of Object.entries(variables)) {
       if (!ENV_KEY_PATTERN.test(key)) {
         throw invalid(
-          `invalid env key "${key.slice(0, 140)}": must match ^[A-Za-z_][A-Za-z0-9_]*$`,
+          `invalid env key "${key.slice(0, 140)}": must match ${ENV_KEY_PATTERN.source}`,
         );
       }
-      if (hasNul(value)) throw invalid(`env ${key} holds a NUL byte`);
+      if (value.includes("\0")) throw invalid(`env ${key} holds a NUL byte`);
       env.push(`${key}=${value}`);
     }
-    if (argv.length + env.length > MAX_RUN_ENTRIES) {
-      throw invalid(
-        `argv and env hold ${argv.length + env.length} entries: at most ${MAX_RUN_ENTRIES} a job`,
-      );
+    const entries = argv.length + env.length;
+    if (entries > MAX_RUN_ENTRIES) {
+      throw invalid(`argv and env hold ${entries} entries: at most ${MAX_RUN_ENTRIES} a job`);
     }
     const bytes = [...argv, ...env].reduce((sum, s) => sum + encoder.encode(s).length + 1, 0);
     if (bytes > MAX_RUN_BYTES) {
@@ -336,8 +305,13 @@ export class JobService {
     if (this.#table.counts().running >= MAX_RUNNING_JOBS) {
       throw new JobsError("RESOURCE_EXHAUSTED", `${MAX_RUNNING_JOBS} jobs run already`);
     }
-    const workDir = fields.workDir === "" ? null : fields.workDir;
-    if (workDir !== null) this.#checkDirectory(workDir);
+    let isDirectory = workDir === "";
+    try {
+      isDirectory ||= Deno.statSync(workDir).isDirectory;
+    } catch {
+      // Missing or unreadable: refused below.
+    }
+    if (!isDirectory) throw invalid(`work_dir "${workDir}" is not a directory`);
     let job: Job;
     try {
       job = Job.create(this.#dir, id, ++this.#seq, Object.freeze([...argv]));
@@ -345,21 +319,26 @@ export class JobService {
       throw new JobsError("UNAVAILABLE", `cannot keep the job in the spool: ${errorLine(err)}`);
     }
     this.#table.add(job);
-    this.#keep(job, workDir, env);
+    this.#keep(job, workDir === "" ? null : workDir, env);
     this.#table.saveCounts();
     return jobMessage(job);
   }
 
+  /** denit marked its stop in the run's directory: new jobs are refused from then on. */
+  #stopMarked(): boolean {
+    try {
+      Deno.lstatSync(`${this.#dir}/${STOPPING_FILE}`);
+      return this.#stopping = true;
+    } catch {
+      return false;
+    }
+  }
+
   /** Starts the job's keeper and waits until it says the job runs. */
   #keep(job: Job, workDir: string | null, env: readonly string[]): void {
-    const argv = keeperArgv(this.#keeper, {
-      dir: this.#dir,
-      seq: job.seq,
-      cap: JOB_OUTPUT_CAP,
-      workDir,
-      oomCount: this.#oomCount,
-      env,
-    }, job.record.argv);
+    const { seq, record } = job;
+    const options = { dir: this.#dir, seq, cap: JOB_OUTPUT_CAP, workDir, oomCount: this.#oomCount };
+    const argv = keeperArgv(this.#keeper, { ...options, env }, record.argv);
     // This process's environment, byte for byte (Deno.Command would drop entries without '=').
     const said = spawnAndRead({
       path: encoder.encode(this.#keeper),
@@ -370,22 +349,9 @@ export class JobService {
       throw new JobsError("RESOURCE_EXHAUSTED", `cannot start the job: ${errnoMessage(-said)}`);
     }
     if (!KEEPER_STARTED.test(said)) {
-      this.#lost(job, "its keeper could not start it (see denit's log)");
-      return;
+      return this.#lost(job, "its keeper could not start it (see denit's log)");
     }
     job.refresh();
-  }
-
-  #checkDirectory(path: string): void {
-    let isDirectory = false;
-    try {
-      isDirectory = Deno.statSync(path).isDirectory;
-    } catch {
-      // Missing or unreadable: said below.
-    }
-    if (!isDirectory) {
-      throw invalid(`work_dir "${path}" is not a directory`);
-    }
   }
 
   #find(id: string): Job {
@@ -394,14 +360,15 @@ export class JobService {
     return job;
   }
 
-  /** A stream's place among MAX_STREAMS, given back when `work` ends. */
-  async #stream<T>(work: () => Promise<T>): Promise<T> {
+  /** A stream's place among MAX_STREAMS for `work` on the job `id`, given back when it ends. */
+  async #stream(id: string, work: (job: Job) => Promise<void>): Promise<void> {
+    const job = this.#find(id);
     if (this.#streams >= MAX_STREAMS) {
       throw new JobsError("RESOURCE_EXHAUSTED", `${MAX_STREAMS} streams are open already`);
     }
     this.#streams++;
     try {
-      return await work();
+      await work(job);
     } finally {
       this.#streams--;
     }
@@ -409,17 +376,13 @@ export class JobService {
 
   /** Follow: the job now, then at every change of status, until it has finished. */
   follow(id: string, out: Outlet<JobMessage>): Promise<void> {
-    const job = this.#find(id);
-    return this.#stream(async () => {
+    return this.#stream(id, async (job) => {
       await job.started.promise;
-      let last = "";
-      for (;;) {
+      for (let last = "";;) {
         const message = jobMessage(job);
         const key = `${message.status}/${message.pid}`;
-        if (key !== last) {
-          last = key;
-          await out.write(message);
-        }
+        if (key !== last) await out.write(message);
+        last = key;
         if (job.finished || out.gone) return;
         await Promise.race([job.changed(), out.left]);
       }
@@ -432,63 +395,56 @@ export class JobService {
     offsets: { stdout: number; stderr: number },
     out: Outlet<OutputMessage>,
   ): Promise<void> {
-    const job = this.#find(id);
-    return this.#stream(() => this.#followIO(job, offsets, out));
-  }
-
-  async #followIO(
-    job: Job,
-    offsets: { stdout: number; stderr: number },
-    out: Outlet<OutputMessage>,
-  ): Promise<void> {
-    const at = { ...offsets };
-    const files: Partial<Record<"stdout" | "stderr", Deno.FsFile>> = {};
-    const buffer = new Uint8Array(OUTPUT_CHUNK);
-    try {
-      for (;;) {
-        let sent = false;
-        for (const name of ["stdout", "stderr"] as const) {
-          const stored = name === "stdout" ? job.stdoutBytes : job.stderrBytes;
-          if (at[name] >= stored || out.gone) continue;
-          let file = files[name];
-          if (file === undefined) {
-            file = files[name] = await Deno.open(job.path(name.slice(3)), { read: true });
-            await file.seek(at[name], Deno.SeekMode.Start);
+    return this.#stream(id, async (job) => {
+      const at = { ...offsets };
+      const files: Partial<Record<"stdout" | "stderr", Deno.FsFile>> = {};
+      const buffer = new Uint8Array(OUTPUT_CHUNK);
+      try {
+        for (;;) {
+          let sent = false;
+          for (const name of ["stdout", "stderr"] as const) {
+            const stored = name === "stdout" ? job.stdoutBytes : job.stderrBytes;
+            if (at[name] >= stored || out.gone) continue;
+            let file = files[name];
+            if (file === undefined) {
+              file = files[name] = await Deno.open(job.path(name.slice(3)), { read: true });
+              await file.seek(at[name], Deno.SeekMode.Start);
+            }
+            // Reads go on from where the last one ended: no seek per message.
+            const wanted = Math.min(OUTPUT_CHUNK, stored - at[name]);
+            const n = await file.read(buffer.subarray(0, wanted));
+            if (n === null || n === 0) continue;
+            at[name] += n;
+            const offsets = { stdoutOffset: at.stdout, stderrOffset: at.stderr };
+            await out.write({ [name]: buffer.slice(0, n), ...offsets });
+            sent = true;
           }
-          // Reads go on from where the last one ended: no seek per message.
-          const n = await file.read(buffer.subarray(0, Math.min(OUTPUT_CHUNK, stored - at[name])));
-          if (n === null || n === 0) continue;
-          at[name] += n;
-          await out.write({
-            [name]: buffer.slice(0, n),
-            stdoutOffset: at.stdout,
-            stderrOffset: at.stderr,
-          });
-          sent = true;
-        }
-        if (out.gone) return;
-        if (sent) continue;
-        if (job.outputEnded) {
-          if (jobMessage(job).outputTruncated) {
-            await out.write({ stdoutOffset: at.stdout, stderrOffset: at.stderr, truncated: true });
+          if (out.gone) return;
+          if (sent) continue;
+          if (job.outputEnded) {
+            if (jobMessage(job).outputTruncated) {
+              await out.write({
+                stdoutOffset: at.stdout,
+                stderrOffset: at.stderr,
+                truncated: true,
+              });
+            }
+            return;
           }
-          return;
+          await Promise.race([job.changed(), out.left]);
         }
-        await Promise.race([job.changed(), out.left]);
+      } finally {
+        files.stdout?.close();
+        files.stderr?.close();
       }
-    } finally {
-      files.stdout?.close();
-      files.stderr?.close();
-    }
+    });
   }
 
   /** Cancel: TERM, KILL after the grace (by the keeper, or this service); returns once all gone. */
   async cancel(id: string, graceMs: number): Promise<JobMessage> {
     const job = this.#find(id);
     await job.started.promise;
-    if (graceMs > MAX_CANCEL_GRACE_MS) {
-      throw invalid(`grace_ms ${graceMs} is more than 24 hours`);
-    }
+    if (graceMs > MAX_CANCEL_GRACE_MS) throw invalid(`grace_ms ${graceMs} is more than 24 hours`);
     const pgid = job.pid;
     const keeper = this.#keeperOf(job);
     if (job.record.cancel === null && pgid > 0 && (exists(-pgid) || keeper !== 0)) {
@@ -531,11 +487,13 @@ export class JobService {
       const after = this.#table.get(request.afterId);
       jobs = after === undefined ? [] : jobs.filter((job) => job.seq > after.seq);
     }
-    const limit = Math.min(request.limit === 0 ? LIST_PAGE_JOBS : request.limit, LIST_PAGE_JOBS);
+    const limit = Math.min(request.limit || LIST_PAGE_JOBS, LIST_PAGE_JOBS);
     const page: JobMessage[] = [];
-    let bytes = 0;
-    for (const job of jobs) {
-      if (page.length >= limit || (page.length > 0 && bytes >= LIST_PAGE_BYTES)) break;
+    for (let bytes = 0; page.length < jobs.length;) {
+      const job = jobs[page.length];
+      if (
+        job === undefined || page.length >= limit || (page.length > 0 && bytes >= LIST_PAGE_BYTES)
+      ) break;
       page.push(jobMessage(job));
       bytes += job.record.argv.reduce((sum, arg) => sum + arg.length, 128);
     }

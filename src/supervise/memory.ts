@@ -38,7 +38,6 @@ export class MemoryWatch {
     this.#log = log;
   }
 
-  /** The memory cgroup denit and its processes run in; null if none is mounted. */
   get cgroup(): MemoryCgroup | null {
     return this.#cgroup;
   }
@@ -129,7 +128,6 @@ export class MemoryWatch {
     }
   }
 
-  /** denit is done: no more reads. */
   close(): void {
     this.#closed = true;
   }

@@ -14,9 +14,7 @@ import { SIGKILL } from "../common/signals.ts";
 
 /** What one round of reaping found. */
 export interface ReapRound {
-  /** Processes reaped in this round, the main child included. */
   reaped: number;
-  /** The main child's status, if it was among them. */
   child: ExitStatus | null;
   /** No child at all was left when the round ended. */
   noChildren: boolean;

@@ -417,13 +417,11 @@ export class Supervisor {
     }
   }
 
-  /** The child's pid while it runs (or is being stopped), else null. */
   #livePid(): number | null {
     const state = this.#state;
     return state.name === "running" || state.name === "stopping" ? state.pid : null;
   }
 
-  /** Why the child ended, once it did. */
   exitReport():
     | { cause: string; text: string; signal: string | null; ranMs: number | null }
     | null {

@@ -19,7 +19,6 @@ export const REAPED_LINES_PER_SECOND = 5;
 export const ZOMBIE_SCAN_LIMIT = 4096;
 /** Processes read between two turns of the event loop. */
 export const ZOMBIE_SCAN_SLICE = 128;
-/** How many parents /status lists. */
 const TOP_PARENTS = 5;
 
 /** A parent that leaves zombies unreaped. */
@@ -31,7 +30,6 @@ export interface ZombieParent {
 
 export interface ZombieReport {
   readonly total: number;
-  /** The parents with the most zombies, most first. */
   readonly parents: readonly ZombieParent[];
   /** Every zombie seen (counted or not): the next scan counts those it sees again. */
   readonly seen: ReadonlySet<number>;
@@ -90,7 +88,6 @@ export class ReapedLog {
     this.#log = log;
   }
 
-  /** One reaped process (not the main child). */
   reaped(pid: number, status: ExitStatus, nowMs: number = performance.now()): void {
     if (nowMs - this.#windowStartMs >= 1000) this.#flush(nowMs);
     if (this.#shown < REAPED_LINES_PER_SECOND) {

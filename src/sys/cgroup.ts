@@ -8,7 +8,6 @@ export interface MemoryCgroup {
   readonly dir: string;
 }
 
-/** One line of /proc/PID/mountinfo, the fields used here. */
 interface Mount {
   readonly root: string;
   readonly mountPoint: string;

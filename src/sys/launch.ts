@@ -23,7 +23,6 @@ export interface Launch {
   readonly stderr: number | null;
   /** The launcher's process that copies that pipe to the terminal; null with no pipe. */
   readonly copier: number | null;
-  /** The names `readLaunch` put back into the environment. */
   readonly restored: readonly string[];
 }
 
