@@ -158,15 +158,11 @@ export class Supervisor {
   /** Takes the signals so far (a stop: nothing starts), then starts the child (ExecError). */
   async start(
     argv: readonly Uint8Array[],
-    child: { runAs: RunAs | null; variables: Readonly<Record<string, string>> } = {
-      runAs: null,
-      variables: {},
-    },
+    { runAs, variables }: { runAs: RunAs | null; variables: Readonly<Record<string, string>> },
   ): Promise<void> {
-    const { runAs } = child;
     const name = this.#config.command[0] ?? "";
     const command: Executable = { path: resolveCommand(name, Deno.env.get("PATH")), argv };
-    const environment = environmentWith(child.variables);
+    const environment = environmentWith(variables);
     this.#prepareProcess();
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
     this.#memory.refresh(null);
@@ -175,13 +171,16 @@ export class Supervisor {
     }
     if (this.#finished) return;
     const spawner = runAs === null ? null : new (await import("./spawner.ts")).Spawner();
+    const run = (request: SpawnRequest) =>
+      spawner === null || runAs === null
+        ? Promise.resolve(spawn(request))
+        : spawner.spawn(runAs, request);
     try {
-      const how = { spawner, runAs, environment };
-      let result = await this.#spawn(command, how);
+      let result = await this.#spawn({ ...command, environment }, run);
       if (result.kind === "failed" && result.errno === Errno.ENOEXEC) {
         // execvp(3) runs an executable text file without #! through /bin/sh; so does denit.
         const fallback = shellFallback(command);
-        if (fallback !== null) result = await this.#spawn(fallback, how);
+        if (fallback !== null) result = await this.#spawn({ ...fallback, environment }, run);
       }
       if (result.kind === "failed") throw execFailure(name, command.path, result.errno);
       // The child's "parent" for prctl(PR_SET_PDEATHSIG) is the thread that spawned it: that
@@ -198,11 +197,8 @@ export class Supervisor {
     this.#memory.childStarted(pid, this.#config.oomScoreAdj);
     const target = this.#config.group ? -pid : pid;
     this.#target = target;
-    this.#log.info("child started", {
-      pid,
-      group: this.#config.group,
-      ...(runAs === null ? {} : { user: `${runAs.uid}:${runAs.gid}` }),
-    });
+    const user = runAs === null ? {} : { user: `${runAs.uid}:${runAs.gid}` };
+    this.#log.info("child started", { pid, group: this.#config.group, ...user });
     this.#dispatch({ type: "child-started", pid, target });
     void this.#eventLoop(pid);
     if (this.#config.orphanGraceMs !== null) void this.#patrol(this.#config.orphanGraceMs);
@@ -246,21 +242,16 @@ export class Supervisor {
     }
   }
 
+  /** Spawns with the terminal handed over when denit has one (warned about if it cannot be). */
   async #spawn(
-    cmd: Executable,
-    { spawner, runAs, environment }: {
-      spawner: Spawner | null;
-      runAs: RunAs | null;
-      environment: readonly Uint8Array[] | undefined;
-    },
+    { environment, ...command }: Executable & { environment: readonly Uint8Array[] | undefined },
+    run: (request: SpawnRequest) => Promise<SpawnResult>,
   ): Promise<SpawnResult> {
     const request: SpawnRequest = {
-      ...cmd,
+      ...command,
       fileSoftLimit: this.#childFileLimit(),
       ...(environment === undefined ? {} : { environment }),
     };
-    const run = (r: SpawnRequest) =>
-      spawner === null || runAs === null ? Promise.resolve(spawn(r)) : spawner.spawn(runAs, r);
     // spawn() itself falls back to no hand-over where glibc lacks it (before 2.35).
     if (!isControllingTerminal()) return await run(request);
     const result = await run({ ...request, foregroundFd: 0 });
@@ -284,7 +275,16 @@ export class Supervisor {
       await quietDelay(ZOMBIE_SCAN_MS);
       try {
         this.#trap?.("zombie-scan");
-        await this.#scanZombies();
+        const report = await scanZombies(Deno.pid, () => quietDelay(1), this.#zombies.seen);
+        if (this.#finished) return;
+        this.#zombies = report;
+        this.#zombiesCheckedAtMs = Date.now();
+        if (this.#livePid() !== null) this.#memory.refresh(this.#livePid());
+        const now = performance.now();
+        if (report.total > 0 && now - this.#zombieWarnedAtMs >= ZOMBIE_WARN_EVERY_MS) {
+          this.#zombieWarnedAtMs = now; // a warn line at most once a minute
+          this.#log.warn(zombieWarning(report));
+        }
       } catch (err: unknown) {
         this.#log.error("zombie-scan failed; denit goes on", { error: errorLine(err, true) });
       }
@@ -295,20 +295,6 @@ export class Supervisor {
   /** The job service was OOM-killed: the runtime's idle code pages go now. */
   relieveMemory(): void {
     void this.#memory.dropCodePages(true);
-  }
-
-  /** Counted for /status, a warn line at most once a minute. */
-  async #scanZombies(): Promise<void> {
-    if (this.#finished) return;
-    const report = await scanZombies(Deno.pid, () => quietDelay(1), this.#zombies.seen);
-    if (this.#finished) return;
-    this.#zombies = report;
-    this.#zombiesCheckedAtMs = Date.now();
-    if (this.#livePid() !== null) this.#memory.refresh(this.#livePid());
-    const now = performance.now();
-    if (report.total === 0 || now - this.#zombieWarnedAtMs < ZOMBIE_WARN_EVERY_MS) return;
-    this.#zombieWarnedAtMs = now;
-    this.#log.warn(zombieWarning(report));
   }
 
   /** Waits for a signal, forwards and reaps; a round cut at its limit goes on after a turn. */
@@ -410,11 +396,8 @@ export class Supervisor {
   /** `-g` where orphans do not come to denit: SIGTERM to the child's group, as dumb-init. */
   #termGroup(): void {
     if (!this.#config.group || this.#adopts || this.#groupSignals.has(SIGTERM)) return;
-    if (sendSignal(this.#target, SIGTERM).ok) {
-      this.#log.info("SIGTERM to what the child left in its process group", {
-        group: -this.#target,
-      });
-    }
+    if (!sendSignal(this.#target, SIGTERM).ok) return;
+    this.#log.info("SIGTERM to what the child left in its process group", { group: -this.#target });
   }
 
   #livePid(): number | null {
@@ -452,29 +435,16 @@ export class Supervisor {
     switch (effect.type) {
       case "forward-signal":
         return this.#forward(effect.signo, effect.target, effect.received);
-      case "drop-signal":
-        return this.#log.debug("signal dropped", {
-          signal: signalName(effect.signo),
-          reason: effect.reason,
-        });
+      case "drop-signal": {
+        const { signo, reason } = effect;
+        return this.#log.debug("signal dropped", { signal: signalName(signo), reason });
+      }
       case "start-timer":
         return this.#startTimer(effect.timer, effect.ms);
       case "cancel-timer":
         return this.#cancelTimer(effect.timer);
-      case "hold-signal": {
-        this.#drainingUntilMs = Date.now() + effect.ms;
-        const drain = this.#config.drainWhile;
-        const held = drain === null
-          ? `for the shutdown delay of ${formatDuration(effect.ms)}`
-          : `while ${formatCheck(drain)} holds, at most ${formatDuration(effect.ms)}`;
-        this.#log.info(
-          `${
-            signalName(effect.signo)
-          } held ${held}: not ready meanwhile; a second stop signal goes through at once`,
-        );
-        if (drain !== null) void this.#drain(drain);
-        return;
-      }
+      case "hold-signal":
+        return this.#hold(effect.signo, effect.ms);
       case "time-out":
         return this.#timeOut(effect.target, effect.term);
       case "force-kill":
@@ -486,6 +456,17 @@ export class Supervisor {
       case "finish":
         return this.#finish(effect.exitCode, effect.outcome);
     }
+  }
+
+  #hold(signo: number, ms: number): void {
+    this.#drainingUntilMs = Date.now() + ms;
+    const drain = this.#config.drainWhile;
+    const held = drain === null
+      ? `for the shutdown delay of ${formatDuration(ms)}`
+      : `while ${formatCheck(drain)} holds, at most ${formatDuration(ms)}`;
+    const then = "not ready meanwhile; a second stop signal goes through at once";
+    this.#log.info(`${signalName(signo)} held ${held}: ${then}`);
+    if (drain !== null) void this.#drain(drain);
   }
 
   /** `--drain-while`: ends a held stop at the first check that fails (the delay bounds it). */
@@ -511,13 +492,9 @@ export class Supervisor {
   /** `--kill-orphans`: until the main child ended. */
   async #patrol(graceMs: number): Promise<void> {
     const { OrphanPatrol } = await import("./orphans.ts");
-    const patrol = new OrphanPatrol({
-      graceMs,
-      log: this.#log,
-      mainChild: () => this.#livePid(),
-      own: () => this.#jobs?.own() ?? new Set(),
-    });
-    await patrol.run();
+    const own = () => this.#jobs?.own() ?? new Set<number>();
+    await new OrphanPatrol({ graceMs, log: this.#log, mainChild: () => this.#livePid(), own })
+      .run();
   }
 
   #forward(signo: number, target: number, received: number): void {
@@ -601,8 +578,7 @@ export class Supervisor {
       return;
     }
     let hit = 0;
-    const targets = leftovers();
-    for (const pid of targets) if (pid !== service && sendSignal(pid, signo).ok) hit++;
+    for (const pid of leftovers()) if (pid !== service && sendSignal(pid, signo).ok) hit++;
     if (hit > 0) this.#count(signalName(signo));
     this.#log.info("signal sent to descendants", { signal: signalName(signo), count: hit });
   }
@@ -683,19 +659,14 @@ export class Supervisor {
   }
 
   #warnKill(processes: ReturnType<typeof describeProcess>[]): void {
-    if (this.#forcedKill) {
-      // Reparented to denit after the grace period's SIGKILL (their parent just died).
-      this.#log.warn(
-        `SIGKILL to leftovers found after the forced stop: ${formatProcesses(processes)}`,
-      );
-      return;
-    }
     const after = this.#killTimer === "grace"
       ? `at the end of the grace period (${formatDuration(this.#config.graceMs ?? 0)})`
       : this.#config.killAfterMs === 0
       ? "at once (--kill-after 0)"
       : `after ${formatDuration(this.#config.killAfterMs)}`;
-    this.#log.warn(`SIGKILL to leftovers still running ${after}: ${formatProcesses(processes)}`);
+    // After the grace period's SIGKILL: reparented to denit since (their parent just died).
+    const which = this.#forcedKill ? "found after the forced stop" : `still running ${after}`;
+    this.#log.warn(`SIGKILL to leftovers ${which}: ${formatProcesses(processes)}`);
   }
 
   #finish(exitCode: number, outcome: Outcome): void {
@@ -704,9 +675,8 @@ export class Supervisor {
       const names = left.length === 0 ? "" : `: ${formatProcesses(left)}`;
       this.#log.warn(`leftover processes survived SIGKILL; exiting anyway${names}`);
     } else if (outcome === "not-started") {
-      this.#log.warn(
-        `a stop signal came before the child started: it was not started; exit ${exitCode}`,
-      );
+      const why = "a stop signal came before the child started";
+      this.#log.warn(`${why}: it was not started; exit ${exitCode}`);
     } else if (outcome === "lost") {
       this.#log.error(
         "the child's exit status was lost: no children are left to wait for " +
