@@ -1,5 +1,7 @@
 /** The container's account databases, read as files (no NSS), and USER[:GROUP] in them. */
 
+import { orElse } from "./errors.ts";
+
 export interface PasswdEntry {
   readonly name: string;
   readonly uid: number;
@@ -14,12 +16,8 @@ export interface GroupEntry {
 }
 
 function lines(file: string): string[][] {
-  let text: string;
-  try {
-    text = Deno.readTextFileSync(file);
-  } catch {
-    return []; // No such database (distroless images may lack /etc/group): numbers only.
-  }
+  // No such database (distroless images may lack /etc/group): numbers only.
+  const text = orElse(() => Deno.readTextFileSync(file), "");
   return text.split("\n").filter((line) => line !== "" && !line.startsWith("#")).map((line) =>
     line.split(":")
   );

@@ -38,12 +38,6 @@ export interface ScanOptions {
   readonly stopAtPositional: boolean;
 }
 
-function byName(specs: readonly OptionSpec[]): Map<string, OptionSpec> {
-  const map = new Map<string, OptionSpec>();
-  for (const spec of specs) for (const name of spec.names) map.set(name, spec);
-  return map;
-}
-
 /** Splits "-gsv" into "-g", "-s", "-v" and "-rTERM:QUIT" into "-r", "TERM:QUIT". */
 function expandShort(arg: string, names: ReadonlyMap<string, OptionSpec>): string[] {
   const out: string[] = [];
@@ -64,7 +58,7 @@ export function scanArgs(
   specs: readonly OptionSpec[],
   options: ScanOptions,
 ): Scan {
-  const names = byName(specs);
+  const names = new Map(specs.flatMap((spec) => spec.names.map((name) => [name, spec] as const)));
   const flags = new Map<string, number>();
   const values = new Map<string, Sourced[]>();
   const positional: string[] = [];
@@ -172,11 +166,8 @@ export class Settings {
     const given = this.#scan.values.get(key);
     if (given !== undefined) return given;
     const variable = this.#variable(key);
-    if (variable === undefined) return [];
-    return variable.value.split(/[,\s]+/).filter((item) => item !== "").map((value) => ({
-      value,
-      from: variable.from,
-    }));
+    const values = variable?.value.split(/[,\s]+/).filter((item) => item !== "") ?? [];
+    return values.map((value) => ({ value, from: variable?.from ?? "" }));
   }
 }
 
@@ -216,8 +207,6 @@ export function unknownVariables(
   prefix: string,
   known: readonly string[],
 ): UnknownVariable[] {
-  const found: UnknownVariable[] = [];
-  const names = Object.keys(env).filter((name) => name.startsWith(prefix) && !known.includes(name));
-  for (const name of names.sort()) found.push({ name, closest: closest(name, known, 4) });
-  return found;
+  return Object.keys(env).filter((name) => name.startsWith(prefix) && !known.includes(name))
+    .sort().map((name) => ({ name, closest: closest(name, known, 4) }));
 }

@@ -5,6 +5,16 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
+/** What `work` returns, or `fallback` if it throws: for failures that change nothing (the caller
+ * says why). */
+export function orElse<T>(work: () => T, fallback: T): T {
+  try {
+    return work();
+  } catch {
+    return fallback;
+  }
+}
+
 /** The first line of an error's message, or of what was thrown; `named`: after the error's name. */
 export function errorLine(err: unknown, named = false): string {
   const text = err instanceof Error

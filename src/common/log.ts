@@ -1,6 +1,7 @@
 /** Logging: the only user of `console.*`. stderr only: stdout and stdin belong to the child. */
 
 import { quietDelay } from "./delay.ts";
+import { orElse } from "./errors.ts";
 
 /** Levels, least to most verbose. */
 export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
@@ -22,28 +23,19 @@ export interface Logger {
   flush(): Promise<void>;
 }
 
+const ESCAPES: Record<string, string> = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+const hex = (code: number) => `\\x${code.toString(16).padStart(2, "0")}`;
+
 /** Control characters as visible escapes (\n, \x1b), backslashes doubled: a line stays one. */
 export function escapeControls(text: string): string {
   // deno-lint-ignore no-control-regex -- finding control characters is the point
-  return text.replace(/[\\\u0000-\u001f\u007f-\u009f]/g, (char) => {
-    const code = char.charCodeAt(0);
-    if (char === "\\") return "\\\\";
-    if (char === "\n") return "\\n";
-    if (char === "\r") return "\\r";
-    if (char === "\t") return "\\t";
-    return `\\x${code.toString(16).padStart(2, "0")}`;
-  });
+  return text.replace(/[\\\u0000-\u001f\u007f-\u009f]/g, (c) => ESCAPES[c] ?? hex(c.charCodeAt(0)));
 }
 
 /** Bytes for messages: their text if they are UTF-8, else each byte, unprintable ones as \xNN. */
 export function printable(bytes: Uint8Array): string {
-  try {
-    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-  } catch {
-    return [...bytes].map((b) =>
-      b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`
-    ).join("");
-  }
+  return orElse(() => new TextDecoder("utf-8", { fatal: true }).decode(bytes), null) ??
+    [...bytes].map((b) => b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : hex(b)).join("");
 }
 
 function formatValue(value: string | number | boolean): string {

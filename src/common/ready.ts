@@ -62,14 +62,7 @@ export function parseDrainCheck(text: string): DrainCheck {
 
 /** The check as written on the command line. */
 export function formatCheck(check: ReadyCheck | DrainCheck): string {
-  switch (check.kind) {
-    case "tcp":
-      return `tcp:${check.port}`;
-    case "http":
-      return `http:${check.port}${check.path}`;
-    case "file":
-      return `file:${check.path}`;
-    default:
-      return check.kind;
-  }
+  if (check.kind === "tcp") return `tcp:${check.port}`;
+  if (check.kind === "http") return `http:${check.port}${check.path}`;
+  return check.kind === "file" ? `file:${check.path}` : check.kind;
 }

@@ -3,7 +3,7 @@
  * the service (`denit job serve`) when a connection waits, and again after it died.
  */
 
-import { errorLine } from "../common/errors.ts";
+import { errorLine, orElse } from "../common/errors.ts";
 import {
   COUNTS_FILE,
   keeperLives,
@@ -53,15 +53,6 @@ export interface JobsSettings {
 }
 
 const encoder = new TextEncoder();
-
-/** The service is the OOM killer's pick after the jobs (1000), before denit: it loses nothing. */
-function preferAsOomVictim(pid: number): void {
-  try {
-    Deno.writeTextFileSync(`/proc/${pid}/oom_score_adj`, "500");
-  } catch {
-    // A read-only /proc, or the service already gone: the kernel's default choice stands.
-  }
-}
 
 /** The state lines of the run in `dir` (none if the spool cannot be read). */
 function keeperStates(dir: string): KeeperState[] {
@@ -119,12 +110,9 @@ export class JobHost {
 
   /** The jobs by outcome as the service wrote them; while it is down, running as keepers say. */
   counts(): JobCounts {
-    let counts: JobCounts = { running: 0, started: 0, succeeded: 0, failed: 0, cancelled: 0 };
-    try {
-      counts = JSON.parse(Deno.readTextFileSync(`${this.#dir}/${COUNTS_FILE}`)) as JobCounts;
-    } catch {
-      // Not written yet: no job ran.
-    }
+    const none = { running: 0, started: 0, succeeded: 0, failed: 0, cancelled: 0 };
+    const read = () => JSON.parse(Deno.readTextFileSync(`${this.#dir}/${COUNTS_FILE}`));
+    const counts: JobCounts = orElse(read, none); // not written yet: no job ran
     if (this.#servicePid > 0) return counts;
     const running = keeperStates(this.#dir).filter(stillRuns).length;
     return { ...counts, running };
@@ -210,7 +198,9 @@ export class JobHost {
     this.#servicePid = result.pid;
     this.#serviceStartedAtMs = performance.now();
     this.#oomKillsAtStart = this.#oomKills();
-    preferAsOomVictim(result.pid);
+    // The OOM killer's pick after the jobs (1000), before denit: it loses nothing. A read-only
+    // /proc, or the service gone already: the kernel's default choice stands.
+    orElse(() => Deno.writeTextFileSync(`/proc/${result.pid}/oom_score_adj`, "500"), undefined);
     this.#settings.log.info("job service started", { pid: result.pid });
   }
 
@@ -270,11 +260,7 @@ export class JobHost {
     this.#closed = true;
     if (this.#listener !== null) {
       this.#listener.close();
-      try {
-        Deno.removeSync(this.#settings.socket);
-      } catch {
-        // Gone already: nothing to tidy.
-      }
+      orElse(() => Deno.removeSync(this.#settings.socket), undefined); // gone already
     }
     if (this.#servicePid > 0) sendSignal(this.#servicePid, SIGTERM);
     this.#ended?.resolve(0);

@@ -3,7 +3,7 @@
  * which records in the spool what becomes of it; a watch on the run's directory tells the service.
  */
 
-import { errorLine } from "../common/errors.ts";
+import { errorLine, orElse } from "../common/errors.ts";
 import { describeProcess } from "../common/proc.ts";
 import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts";
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
@@ -305,12 +305,8 @@ export class JobService {
     if (this.#table.counts().running >= MAX_RUNNING_JOBS) {
       throw new JobsError("RESOURCE_EXHAUSTED", `${MAX_RUNNING_JOBS} jobs run already`);
     }
-    let isDirectory = workDir === "";
-    try {
-      isDirectory ||= Deno.statSync(workDir).isDirectory;
-    } catch {
-      // Missing or unreadable: refused below.
-    }
+    // Missing or unreadable: refused.
+    const isDirectory = workDir === "" || orElse(() => Deno.statSync(workDir).isDirectory, false);
     if (!isDirectory) throw invalid(`work_dir "${workDir}" is not a directory`);
     let job: Job;
     try {
@@ -326,12 +322,7 @@ export class JobService {
 
   /** denit marked its stop in the run's directory: new jobs are refused from then on. */
   #stopMarked(): boolean {
-    try {
-      Deno.lstatSync(`${this.#dir}/${STOPPING_FILE}`);
-      return this.#stopping = true;
-    } catch {
-      return false;
-    }
+    return this.#stopping = orElse(() => !!Deno.lstatSync(`${this.#dir}/${STOPPING_FILE}`), false);
   }
 
   /** Starts the job's keeper and waits until it says the job runs. */

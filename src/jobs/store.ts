@@ -6,6 +6,7 @@
 import { COUNTS_FILE, type KeeperState, parseState } from "./contract.ts";
 import type { JobCounts } from "../common/snapshot.ts";
 import { readNoFollow, replaceFile } from "../sys/spool.ts";
+import { orElse } from "../common/errors.ts";
 
 /** What each job may store of its output, stdout and stderr together (the keeper's cap). */
 export const JOB_OUTPUT_CAP = 64 * 1024 * 1024;
@@ -42,13 +43,9 @@ export interface JobEnd {
   readonly atMs: number;
 }
 
-/** A spool file's size; 0 if it is not there (yet). */
+/** A spool file's size; 0 if it is not there (not written yet, or forgotten). */
 function sizeOf(path: string): number {
-  try {
-    return Deno.lstatSync(path).size;
-  } catch {
-    return 0; // not written yet, or forgotten
-  }
+  return orElse(() => Deno.lstatSync(path).size, 0);
 }
 
 /** A job and everything known about it. */
@@ -149,11 +146,7 @@ export class Job {
 
   remove(): void {
     for (const kind of ["out", "err", "state", "json"]) {
-      try {
-        Deno.removeSync(this.path(kind));
-      } catch {
-        // Already gone: nothing to free.
-      }
+      orElse(() => Deno.removeSync(this.path(kind)), undefined); // gone already: nothing to free
     }
   }
 }
@@ -164,11 +157,9 @@ export function readRecords(dir: string): JobRecord[] {
   for (const entry of Deno.readDirSync(dir)) {
     if (!/^\d+\.json$/.test(entry.name)) continue;
     const bytes = readNoFollow(`${dir}/${entry.name}`);
-    try {
-      if (bytes !== null) records.push(JSON.parse(decoder.decode(bytes)) as JobRecord);
-    } catch {
-      // Not JSON: a record is replaced whole, so this is not one of ours.
-    }
+    // Not JSON: a record is replaced whole, so this is not one of ours.
+    const record = bytes === null ? null : orElse(() => JSON.parse(decoder.decode(bytes)), null);
+    if (record !== null) records.push(record as JobRecord);
   }
   return records.sort((a, b) => a.seq - b.seq);
 }
@@ -275,10 +266,7 @@ export class JobTable {
 
   /** Replaces a file of the table's own; on a full disk the old stays until the next change. */
   #write(name: string, value: unknown): void {
-    try {
-      replaceFile(`${this.#dir}/${name}`, encoder.encode(JSON.stringify(value)));
-    } catch {
-      // Kept as it was; see above.
-    }
+    const bytes = encoder.encode(JSON.stringify(value));
+    orElse(() => replaceFile(`${this.#dir}/${name}`, bytes), undefined);
   }
 }

@@ -1,5 +1,6 @@
 /** The command found as execvp(3) finds it, with no shell, and messages naming what is missing. */
 
+import { orElse } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { canExecute, Errno, errnoMessage, pathExists } from "../sys/process.ts";
 
@@ -30,12 +31,9 @@ function kindOf(path: string): "file" | "other" | "missing" {
   // Most PATH entries do not have the command: access(2) says so without an exception (the
   // first one Deno throws costs about half a millisecond).
   if (!pathExists(path)) return "missing";
-  try {
-    return Deno.statSync(path).isFile ? "file" : "other";
-  } catch {
-    // Missing, a dangling link or an unreadable directory: not a candidate, as for execvp.
-    return "missing";
-  }
+  // Missing, a dangling link or an unreadable directory: not a candidate, as for execvp.
+  const info = orElse(() => Deno.statSync(path), null);
+  return info === null ? "missing" : info.isFile ? "file" : "other";
 }
 
 /**

@@ -1,24 +1,15 @@
 /** What the child left: as PID 1 every other process; as a subreaper, its descendants. */
+import { orElse } from "../common/errors.ts";
 import { type ProcessInfo, readProcStat } from "../common/proc.ts";
 
 /** The children of `pid` (of this process: "self"), from every thread's children list. */
 export function childrenOf(pid: number | "self"): number[] {
-  const found: number[] = [];
-  let tasks: Iterable<Deno.DirEntry>;
-  try {
-    tasks = Deno.readDirSync(`/proc/${pid}/task`);
-  } catch {
-    return found; // Gone, or no /proc: nothing more to find below it.
-  }
-  for (const task of tasks) {
-    try {
-      const text = Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`);
-      for (const word of text.split(" ")) if (word.trim() !== "") found.push(Number(word));
-    } catch {
-      // The thread ended while we looked: it had no children of its own to report.
-    }
-  }
-  return found;
+  // Gone, or no /proc: nothing below it. A thread that ended while we looked: no children.
+  const tasks = orElse(() => [...Deno.readDirSync(`/proc/${pid}/task`)], []);
+  return tasks.flatMap((task) =>
+    orElse(() => Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/children`), "")
+      .split(" ").filter((word) => word.trim() !== "").map(Number)
+  );
 }
 
 /** Every descendant of `root` (this process unless given), children first, each once. */
@@ -35,17 +26,9 @@ export function descendants(root: number | "self" = "self"): number[] {
 
 /** Every process in this PID namespace but this one (as PID 1: everything kill(-1) reaches). */
 export function otherProcesses(): number[] {
-  const found: number[] = [];
-  try {
-    for (const entry of Deno.readDirSync("/proc")) {
-      if (/^\d+$/.test(entry.name) && Number(entry.name) !== Deno.pid) {
-        found.push(Number(entry.name));
-      }
-    }
-  } catch {
-    // No /proc mounted: nothing to name.
-  }
-  return found;
+  const entries = orElse(() => [...Deno.readDirSync("/proc")], []); // no /proc: nothing to name
+  return entries.filter((entry) => /^\d+$/.test(entry.name)).map((entry) => Number(entry.name))
+    .filter((pid) => pid !== Deno.pid);
 }
 
 /** What `self` may have to stop or name: as PID 1 every other process, else its descendants. */

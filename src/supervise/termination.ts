@@ -3,7 +3,7 @@
  * one write(2); a child's own message is kept; a slow write is abandoned with a warn line.
  */
 
-import { errorLine } from "../common/errors.ts";
+import { errorLine, orElse } from "../common/errors.ts";
 import type { Logger } from "../common/log.ts";
 import { formatDuration } from "../common/duration.ts";
 import { dirname, randomHex } from "../common/paths.ts";
@@ -81,14 +81,8 @@ async function writeInto(path: string, bytes: Uint8Array): Promise<void> {
 
 /** The default file: absent (or not a file), empty, or written by the child. */
 function defaultLogState(path: string): "absent" | "empty" | "written" {
-  if (!pathExists(path)) return "absent";
-  try {
-    const info = Deno.statSync(path);
-    if (!info.isFile) return "absent";
-    return info.size > 0 ? "written" : "empty";
-  } catch {
-    return "absent";
-  }
+  const info = pathExists(path) ? orElse(() => Deno.statSync(path), null) : null;
+  return info === null || !info.isFile ? "absent" : info.size > 0 ? "written" : "empty";
 }
 
 /** The report to `path`, else to an empty /dev/termination-log; never throws (a warn line). */
