@@ -55,21 +55,16 @@ const OPTIONS: readonly OptionSpec[] = [
   option("-h --help", "flag"),
 ];
 
-type Unary<T> = (
-  request: object,
-  options: grpc.CallOptions,
-  callback: grpc.requestCallback<T>,
-) => grpc.ClientUnaryCall;
-type Call<T> = (
-  options: grpc.CallOptions,
-  callback: grpc.requestCallback<T>,
-) => grpc.ClientUnaryCall;
-type Page = { jobs: JobMessage[]; nextAfterId: string };
+/** The answers of the unary calls. */
+type Answers = {
+  Run: JobMessage;
+  Cancel: JobMessage;
+  List: { jobs: JobMessage[]; nextAfterId: string };
+};
+type Unary<T> = (request: object, options: grpc.CallOptions, done: grpc.requestCallback<T>) => void;
 
-type JobsClient = grpc.Client & {
-  Run: Unary<JobMessage>;
-  Cancel: Unary<JobMessage>;
-  List: Unary<Page>;
+type UnaryCalls = { [M in keyof Answers]: Unary<Answers[M]> };
+type JobsClient = grpc.Client & UnaryCalls & {
   Follow(request: object): grpc.ClientReadableStream<JobMessage>;
   FollowIO(request: object): grpc.ClientReadableStream<OutputMessage>;
 };
@@ -129,14 +124,16 @@ class Service {
   }
 
   /** One call, given up --wait (plus `workMs`, what the call itself may take) after it was made. */
-  unary<T>(call: Call<T>, workMs = 0): Promise<T> {
+  unary<M extends keyof Answers>(method: M, request: object, workMs = 0): Promise<Answers[M]> {
     const notice = setTimeout(
       () => this.waiting(`no answer yet from the job service at ${this.socket}`),
       NOTICE_AFTER_MS,
     );
     const limitMs = this.waitMs + workMs;
-    return new Promise<T>((resolve, reject) => {
-      call({ deadline: Date.now() + limitMs }, (err, value) => {
+    const calls: UnaryCalls = this.client;
+    const call: Unary<Answers[M]> = calls[method];
+    return new Promise<Answers[M]>((resolve, reject) => {
+      call.call(this.client, request, { deadline: Date.now() + limitMs }, (err, value) => {
         if (err?.code === grpc.status.DEADLINE_EXCEEDED) {
           const within = formatDuration(limitMs);
           const text = `the job service at ${this.socket} did not answer within ${within}`;
@@ -179,7 +176,7 @@ class Service {
   /** Every job, a page of List at a time (a page stays well under gRPC's message limit). */
   async *list(ids: readonly string[] = []): AsyncGenerator<JobMessage> {
     for (let afterId = "";;) {
-      const page = await this.unary<Page>((o, cb) => this.client.List({ ids, afterId }, o, cb));
+      const page = await this.unary("List", { ids, afterId });
       yield* page.jobs;
       if (page.nextAfterId === "") return;
       afterId = page.nextAfterId;
@@ -349,7 +346,7 @@ async function perform(
         workDir: settings.last("workdir")?.value ?? "",
         env: Object.fromEntries(settings.list("env").map((e) => parseFrom(e, parseEnv))),
       };
-      const job = await service.unary<JobMessage>((o, cb) => service.client.Run(request, o, cb));
+      const job = await service.unary("Run", request);
       if (!settings.flag("follow")) {
         printOut(describeJob(job));
         // A job that could not be run has ended already (127: not found, 126: not runnable).
@@ -367,10 +364,8 @@ async function perform(
       const grace = settings.last("grace");
       const graceMs = grace === undefined ? 0 : Math.max(1, parseFrom(grace, parseDuration));
       // The service answers once the job's processes are gone: after the grace at most.
-      const job = await service.unary<JobMessage>(
-        (o, cb) => service.client.Cancel({ id, graceMs }, o, cb),
-        (graceMs || DEFAULT_CANCEL_GRACE_MS) + NOTICE_AFTER_MS,
-      );
+      const workMs = (graceMs || DEFAULT_CANCEL_GRACE_MS) + NOTICE_AFTER_MS;
+      const job = await service.unary("Cancel", { id, graceMs }, workMs);
       printOut(describeJob(job));
       return ExitCode.OK;
     }

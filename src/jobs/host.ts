@@ -4,31 +4,14 @@
  */
 
 import { errorLine, orElse } from "../common/errors.ts";
-import {
-  COUNTS_FILE,
-  keeperLives,
-  type KeeperState,
-  parseState,
-  prepareSocketPath,
-  prepareTrustedDirectory,
-  runDirectory,
-  stillRuns,
-  STOPPING_FILE,
-} from "./contract.ts";
+import * as contract from "./contract.ts";
 import type { JobCounts } from "../common/snapshot.ts";
 import type { Logger } from "../common/log.ts";
 import { dirname, launcherPath } from "../common/paths.ts";
 import { SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { UnixListener } from "../sys/listener.ts";
 import { readNoFollow } from "../sys/spool.ts";
-import {
-  Errno,
-  errnoMessage,
-  type ExitStatus,
-  pathExists,
-  sendSignal,
-  spawn,
-} from "../sys/process.ts";
+import * as proc from "../sys/process.ts";
 import { type MemoryCgroup, oomCountFile, readOomKills } from "../sys/cgroup.ts";
 
 /** The service starts again no sooner than this, doubled at each death up to RESTART_MAX_MS. */
@@ -55,13 +38,13 @@ export interface JobsSettings {
 const encoder = new TextEncoder();
 
 /** The state lines of the run in `dir` (none if the spool cannot be read). */
-function keeperStates(dir: string): KeeperState[] {
-  const states: KeeperState[] = [];
+function keeperStates(dir: string): contract.KeeperState[] {
+  const states: contract.KeeperState[] = [];
   try {
     for (const entry of Deno.readDirSync(dir)) {
       if (!/^\d+\.state$/.test(entry.name)) continue;
       const bytes = readNoFollow(`${dir}/${entry.name}`);
-      const state = bytes === null ? null : parseState(new TextDecoder().decode(bytes));
+      const state = bytes === null ? null : contract.parseState(new TextDecoder().decode(bytes));
       if (state !== null) states.push(state);
     }
   } catch {
@@ -100,7 +83,7 @@ export class JobHost {
 
   constructor(settings: JobsSettings) {
     this.#settings = settings;
-    this.#dir = runDirectory(settings.spool, Deno.pid);
+    this.#dir = contract.runDirectory(settings.spool, Deno.pid);
   }
 
   /** The service's pid (0 while it is down): never signalled with the main child. */
@@ -111,16 +94,18 @@ export class JobHost {
   /** The jobs by outcome as the service wrote them; while it is down, running as keepers say. */
   counts(): JobCounts {
     const none = { running: 0, started: 0, succeeded: 0, failed: 0, cancelled: 0 };
-    const read = () => JSON.parse(Deno.readTextFileSync(`${this.#dir}/${COUNTS_FILE}`));
+    const read = () => JSON.parse(Deno.readTextFileSync(`${this.#dir}/${contract.COUNTS_FILE}`));
     const counts: JobCounts = orElse(read, none); // not written yet: no job ran
     if (this.#servicePid > 0) return counts;
-    const running = keeperStates(this.#dir).filter(stillRuns).length;
+    const running = keeperStates(this.#dir).filter(contract.stillRuns).length;
     return { ...counts, running };
   }
 
   /** denit's own processes: the job service and the live keepers this run's spool names. */
   own(): Set<number> {
-    const pids = new Set(keeperStates(this.#dir).filter(keeperLives).map((state) => state.keeper));
+    const pids = new Set(
+      keeperStates(this.#dir).filter(contract.keeperLives).map((state) => state.keeper),
+    );
     if (this.#servicePid > 0) pids.add(this.#servicePid);
     return pids;
   }
@@ -130,7 +115,7 @@ export class JobHost {
     const { socket, spool } = this.#settings;
     try {
       // This run's directory too: a spool that cannot hold it (read-only) fails here, once.
-      prepareTrustedDirectory(this.#dir, "job spool:");
+      contract.prepareTrustedDirectory(this.#dir, "job spool:");
     } catch (err: unknown) {
       const hint = nonRootHint(err, spool);
       throw new Error(`Cannot keep jobs in "${spool}": ${errorLine(err)}${hint}`, { cause: err });
@@ -139,8 +124,8 @@ export class JobHost {
     try {
       // The service's code, a bundle beside denit's own: checked now, as it runs only later.
       const code = `${new URL(".", Deno.mainModule).pathname}denit-jobs.js`;
-      if (!pathExists(code)) throw new Error(`the job service's code is missing: ${code}`);
-      await prepareSocketPath(socket);
+      if (!proc.pathExists(code)) throw new Error(`the job service's code is missing: ${code}`);
+      await contract.prepareSocketPath(socket);
       listener = UnixListener.bind(socket);
     } catch (err: unknown) {
       const hint = nonRootHint(err, dirname(socket));
@@ -186,14 +171,14 @@ export class JobHost {
         : ["--oom-count", oomCountFile(this.#settings.memory)]),
       ...logArgs,
     ];
-    const result = spawn({
+    const result = proc.spawn({
       path: encoder.encode(launcher),
       argv: argv.map((word) => encoder.encode(word)),
       descriptors: [[listenFd, LISTEN_FD]],
     });
     if (result.kind === "failed") {
-      const full = result.errno === Errno.EAGAIN ? " (the pids limit is reached?)" : "";
-      throw new Error(`${errnoMessage(result.errno)}${full}`);
+      const full = result.errno === proc.Errno.EAGAIN ? " (the pids limit is reached?)" : "";
+      throw new Error(`${proc.errnoMessage(result.errno)}${full}`);
     }
     this.#servicePid = result.pid;
     this.#serviceStartedAtMs = performance.now();
@@ -205,7 +190,7 @@ export class JobHost {
   }
 
   /** A status the reaper took: true if it was the service's (started again at a connection). */
-  reaped(pid: number, status: ExitStatus): boolean {
+  reaped(pid: number, status: proc.ExitStatus): boolean {
     if (pid !== this.#servicePid || pid === 0) return false;
     const ran = performance.now() - this.#serviceStartedAtMs;
     this.#servicePid = 0;
@@ -246,7 +231,9 @@ export class JobHost {
     if (this.#stopping) return;
     this.#stopping = true;
     try {
-      Deno.writeFileSync(`${this.#dir}/${STOPPING_FILE}`, new Uint8Array(), { mode: 0o600 });
+      Deno.writeFileSync(`${this.#dir}/${contract.STOPPING_FILE}`, new Uint8Array(), {
+        mode: 0o600,
+      });
     } catch (err: unknown) {
       this.#settings.log.warn("cannot mark the stop in the job spool: new jobs may still start", {
         error: errorLine(err),
@@ -262,7 +249,7 @@ export class JobHost {
       this.#listener.close();
       orElse(() => Deno.removeSync(this.#settings.socket), undefined); // gone already
     }
-    if (this.#servicePid > 0) sendSignal(this.#servicePid, SIGTERM);
+    if (this.#servicePid > 0) proc.sendSignal(this.#servicePid, SIGTERM);
     this.#ended?.resolve(0);
   }
 }

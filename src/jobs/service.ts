@@ -9,14 +9,7 @@ import { SIGKILL, signalName, signalNumber, SIGTERM } from "../common/signals.ts
 import { Errno, errnoMessage, sendSignal, spawnAndRead } from "../sys/process.ts";
 import { replaceFile } from "../sys/spool.ts";
 import { Job, JOB_OUTPUT_CAP, JobTable } from "./store.ts";
-import {
-  CANCEL_SIGNAL,
-  DEFAULT_CANCEL_GRACE_MS,
-  KEEPER_STARTED,
-  keeperArgv,
-  keeperLives,
-  STOPPING_FILE,
-} from "./contract.ts";
+import * as contract from "./contract.ts";
 
 const MAX_CANCEL_GRACE_MS = 24 * 60 * 60 * 1000;
 /** How often the jobs not yet done are read again, whatever the directory's events said. */
@@ -37,7 +30,7 @@ const LIST_PAGE_BYTES = 1024 * 1024;
 const OUTPUT_CHUNK = 256 * 1024;
 /** How often Cancel looks whether the job's process group is empty (the kernel tells no one). */
 const GROUP_POLL_MS = 20;
-const CANCEL = signalNumber(CANCEL_SIGNAL);
+const CANCEL = signalNumber(contract.CANCEL_SIGNAL);
 const SIGCONT = signalNumber("SIGCONT");
 
 const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -322,14 +315,15 @@ export class JobService {
 
   /** denit marked its stop in the run's directory: new jobs are refused from then on. */
   #stopMarked(): boolean {
-    return this.#stopping = orElse(() => !!Deno.lstatSync(`${this.#dir}/${STOPPING_FILE}`), false);
+    const marker = `${this.#dir}/${contract.STOPPING_FILE}`;
+    return this.#stopping = orElse(() => !!Deno.lstatSync(marker), false);
   }
 
   /** Starts the job's keeper and waits until it says the job runs. */
   #keep(job: Job, workDir: string | null, env: readonly string[]): void {
     const { seq, record } = job;
     const options = { dir: this.#dir, seq, cap: JOB_OUTPUT_CAP, workDir, oomCount: this.#oomCount };
-    const argv = keeperArgv(this.#keeper, { ...options, env }, record.argv);
+    const argv = contract.keeperArgv(this.#keeper, { ...options, env }, record.argv);
     // This process's environment, byte for byte (Deno.Command would drop entries without '=').
     const said = spawnAndRead({
       path: encoder.encode(this.#keeper),
@@ -339,7 +333,7 @@ export class JobService {
       this.#table.drop(job);
       throw new JobsError("RESOURCE_EXHAUSTED", `cannot start the job: ${errnoMessage(-said)}`);
     }
-    if (!KEEPER_STARTED.test(said)) {
+    if (!contract.KEEPER_STARTED.test(said)) {
       return this.#lost(job, "its keeper could not start it (see denit's log)");
     }
     job.refresh();
@@ -439,7 +433,7 @@ export class JobService {
     const pgid = job.pid;
     const keeper = this.#keeperOf(job);
     if (job.record.cancel === null && pgid > 0 && (exists(-pgid) || keeper !== 0)) {
-      const grace = graceMs === 0 ? DEFAULT_CANCEL_GRACE_MS : graceMs;
+      const grace = graceMs === 0 ? contract.DEFAULT_CANCEL_GRACE_MS : graceMs;
       // CANCELLED only if the job's own process (a zombie counts) is alive as its keeper is asked.
       const alive = sendSignal(pgid, 0).ok;
       // The keeper is told before the record says so: a service killed in between loses nothing.
@@ -467,7 +461,7 @@ export class JobService {
   /** The pid of the job's keeper while it lives (its pid and start time), else 0. */
   #keeperOf(job: Job): number {
     const state = job.state;
-    return state !== null && keeperLives(state) ? state.keeper : 0;
+    return state !== null && contract.keeperLives(state) ? state.keeper : 0;
   }
 
   /** List: the jobs kept, oldest first, a page at a time (`ids`: those jobs only). */

@@ -8,13 +8,7 @@ import { errorLine } from "../common/errors.ts";
 import type { Logger } from "../common/log.ts";
 import { SIGKILL } from "../common/signals.ts";
 import type { MemoryFacts } from "../common/snapshot.ts";
-import {
-  findMemoryCgroup,
-  type MemoryCgroup,
-  readMemoryLimit,
-  readOomGroup,
-  readOomKills,
-} from "../sys/cgroup.ts";
+import * as cgroups from "../sys/cgroup.ts";
 import { dropExecutablePages, trimHeap } from "../sys/memory.ts";
 import type { ExitStatus } from "../sys/process.ts";
 import { OomLedger } from "./cause.ts";
@@ -28,7 +22,7 @@ const OOM_SETTLE_POLL_MS = 10;
 /** One per denit: the cgroup is found once, here, and the job service's host is handed it. */
 export class MemoryWatch {
   readonly #log: Logger;
-  readonly #cgroup = findMemoryCgroup();
+  readonly #cgroup = cgroups.findMemoryCgroup();
   /** The counts taken while the child lived: its SIGKILL is an OOM kill only if one rose since. */
   readonly #ledger = new OomLedger();
   #facts: MemoryFacts | null = null;
@@ -38,7 +32,7 @@ export class MemoryWatch {
     this.#log = log;
   }
 
-  get cgroup(): MemoryCgroup | null {
+  get cgroup(): cgroups.MemoryCgroup | null {
     return this.#cgroup;
   }
 
@@ -48,7 +42,7 @@ export class MemoryWatch {
    */
   refresh(pid: number | null): void {
     if (this.#cgroup === null) return;
-    const count = readOomKills(this.#cgroup);
+    const count = cgroups.readOomKills(this.#cgroup);
     if (pid !== null && isEnding(pid)) return;
     this.#ledger.taken(count, performance.now());
   }
@@ -65,7 +59,7 @@ export class MemoryWatch {
       }
     }
     if (this.#cgroup !== null) {
-      const oomGroup = readOomGroup(this.#cgroup);
+      const oomGroup = cgroups.readOomGroup(this.#cgroup);
       this.#facts = Object.freeze({ cgroup: this.#cgroup.version, limitBytes: null, oomGroup });
       if (oomGroup === true) {
         this.#log.warn(
@@ -92,7 +86,7 @@ export class MemoryWatch {
 
   /** The limit as it is now (an in-place resize changes it); null: none. */
   #limit(): number | null {
-    return this.#cgroup === null ? null : readMemoryLimit(this.#cgroup);
+    return this.#cgroup === null ? null : cgroups.readMemoryLimit(this.#cgroup);
   }
 
   /** Other processes died of SIGKILL: the count is read until their rises can come no more. */
@@ -111,7 +105,10 @@ export class MemoryWatch {
   judge(status: ExitStatus): { oomKilled: boolean; memoryLimit: number | null } {
     const killed = status.kind === "signaled" && status.signo === SIGKILL;
     if (!killed || this.#cgroup === null) return { oomKilled: false, memoryLimit: null };
-    const oomKilled = this.#ledger.childKilled(readOomKills(this.#cgroup), performance.now());
+    const oomKilled = this.#ledger.childKilled(
+      cgroups.readOomKills(this.#cgroup),
+      performance.now(),
+    );
     return { oomKilled, memoryLimit: oomKilled ? this.#limit() : null };
   }
 

@@ -3,19 +3,13 @@
  * the thread that signals, so a pid denit signals is never one it reaped already.
  */
 
-import {
-  Errno,
-  type ExitStatus,
-  lastReapedSignal,
-  lastReapedStatus,
-  reapNext,
-} from "../sys/process.ts";
+import * as proc from "../sys/process.ts";
 import { SIGKILL } from "../common/signals.ts";
 
 /** What one round of reaping found. */
 export interface ReapRound {
   reaped: number;
-  child: ExitStatus | null;
+  child: proc.ExitStatus | null;
   /** No child at all was left when the round ended. */
   noChildren: boolean;
   /** The round stopped at its limit: more may be waiting. */
@@ -32,7 +26,7 @@ export const REAP_BATCH = 128;
 /** A reaped process that was not the main child (collected for `-w` and the jobs only). */
 export interface Reaped {
   readonly pid: number;
-  readonly status: ExitStatus;
+  readonly status: proc.ExitStatus;
 }
 
 /** Reaps up to `limit` without waiting; `others` gets the pid and status of all but the child. */
@@ -50,21 +44,21 @@ export function reapRound(
     othersKilled: 0,
   };
   while (round.reaped < limit) {
-    const pid = reapNext();
+    const pid = proc.reapNext();
     if (pid === 0) return round;
     if (pid > 0) {
       round.reaped++;
       if (pid === childPid) {
-        round.child = lastReapedStatus();
+        round.child = proc.lastReapedStatus();
         continue;
       }
-      if (lastReapedSignal() === SIGKILL) round.othersKilled++;
-      others?.push({ pid, status: lastReapedStatus() });
+      if (proc.lastReapedSignal() === SIGKILL) round.othersKilled++;
+      others?.push({ pid, status: proc.lastReapedStatus() });
       continue;
     }
     // waitpid(2): ECHILD means the caller has no children left, waited-for or not.
-    if (pid === -Errno.ECHILD) round.noChildren = true;
-    else if (pid === -Errno.EINTR) round.more = true;
+    if (pid === -proc.Errno.ECHILD) round.noChildren = true;
+    else if (pid === -proc.Errno.EINTR) round.more = true;
     else round.errno = -pid;
     return round;
   }

@@ -8,36 +8,11 @@ import type { Logger } from "../common/log.ts";
 import { SIGCHLD, SIGKILL, signalName, SIGTERM } from "../common/signals.ts";
 import { describeProcess } from "../common/proc.ts";
 import type { Snapshot } from "../common/snapshot.ts";
-import {
-  becomeSubreaper,
-  environmentWith,
-  Errno,
-  errnoMessage,
-  type ExitStatus,
-  fileLimit,
-  hasTerminated,
-  isControllingTerminal,
-  isSubreaper,
-  sendSignal,
-  setParentDeathSignal,
-  spawn,
-  type SpawnRequest,
-  type SpawnResult,
-} from "../sys/process.ts";
+import * as proc from "../sys/process.ts";
 import type { Config } from "./cli.ts";
 import { execFailure, type Executable, resolveCommand, shellFallback } from "./command.ts";
 import { childrenOf, formatProcesses, leftovers, otherProcesses } from "./leftovers.ts";
-import {
-  deadlineGraceMs,
-  type Effect,
-  type Event,
-  INITIAL_STATE,
-  type KillTimer,
-  type Outcome,
-  type State,
-  type TimerName,
-  transition,
-} from "./machine.ts";
+import * as machine from "./machine.ts";
 import { REAP_BATCH, type Reaped, type ReapRound, reapRound } from "./reaper.ts";
 import type { SignalReader } from "../sys/signals.ts";
 import {
@@ -79,20 +54,20 @@ export class Supervisor {
   readonly #trap: ((point: FaultPoint) => void) | null;
   readonly #containerFileLimit: number;
   readonly #done = Promise.withResolvers<number>();
-  readonly #timers = new Map<TimerName, () => void>();
+  readonly #timers = new Map<machine.TimerName, () => void>();
   readonly #forwarded = new Map<string, number>();
   /** Leftovers already sent each signal: every process gets a signal once. */
   readonly #signalled = new Map<number, Set<number>>();
   /** Signals forwarded to the child's whole group (-g): its members need no second one. */
   readonly #groupSignals = new Set<number>();
-  #state: State = INITIAL_STATE;
+  #state: machine.State = machine.INITIAL_STATE;
   #target = 0; // the child's pid, or -pgid with -g
   #finished = false;
   #startedAtMs: number | null = null;
   #drainingUntilMs: number | null = null;
   /** The grace period (or a deadline without one) ended in SIGKILL to everything. */
   #forcedKill = false;
-  #killTimer: KillTimer = "kill-after";
+  #killTimer: machine.KillTimer = "kill-after";
   readonly #reapedLog: ReapedLog | null;
   #zombies: ZombieReport = { total: 0, parents: [], seen: new Set() };
   #zombieWarnedAtMs = -Infinity;
@@ -162,7 +137,7 @@ export class Supervisor {
   ): Promise<void> {
     const name = this.#config.command[0] ?? "";
     const command: Executable = { path: resolveCommand(name, Deno.env.get("PATH")), argv };
-    const environment = environmentWith(variables);
+    const environment = proc.environmentWith(variables);
     this.#prepareProcess();
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
     this.#memory.refresh(null);
@@ -171,13 +146,13 @@ export class Supervisor {
     }
     if (this.#finished) return;
     const spawner = runAs === null ? null : new (await import("./spawner.ts")).Spawner();
-    const run = (request: SpawnRequest) =>
+    const run = (request: proc.SpawnRequest) =>
       spawner === null || runAs === null
-        ? Promise.resolve(spawn(request))
+        ? Promise.resolve(proc.spawn(request))
         : spawner.spawn(runAs, request);
     try {
       let result = await this.#spawn({ ...command, environment }, run);
-      if (result.kind === "failed" && result.errno === Errno.ENOEXEC) {
+      if (result.kind === "failed" && result.errno === proc.Errno.ENOEXEC) {
         // execvp(3) runs an executable text file without #! through /bin/sh; so does denit.
         const fallback = shellFallback(command);
         if (fallback !== null) result = await this.#spawn({ ...fallback, environment }, run);
@@ -228,15 +203,15 @@ export class Supervisor {
   #prepareProcess(): void {
     const { pdeathsig, subreaper, jobsSocket } = this.#config;
     if (pdeathsig !== null) {
-      const result = setParentDeathSignal(pdeathsig);
+      const result = proc.setParentDeathSignal(pdeathsig);
       if (!result.ok) this.#log.warn("cannot set parent-death signal", { errno: result.errno });
     }
     // A parent may have made denit a subreaper already. The jobs' keepers must come to denit.
-    this.#adopts = Deno.pid === 1 || isSubreaper();
+    this.#adopts = Deno.pid === 1 || proc.isSubreaper();
     if (!this.#adopts && !subreaper && jobsSocket === null) {
       this.#log.warn("not PID 1 and not a subreaper: orphans will not be reaped; use -s");
     } else if (!this.#adopts) {
-      const result = becomeSubreaper();
+      const result = proc.becomeSubreaper();
       if (result.ok) this.#adopts = true;
       else this.#log.warn("cannot become a subreaper", { errno: result.errno });
     }
@@ -245,15 +220,15 @@ export class Supervisor {
   /** Spawns with the terminal handed over when denit has one (warned about if it cannot be). */
   async #spawn(
     { environment, ...command }: Executable & { environment: readonly Uint8Array[] | undefined },
-    run: (request: SpawnRequest) => Promise<SpawnResult>,
-  ): Promise<SpawnResult> {
-    const request: SpawnRequest = {
+    run: (request: proc.SpawnRequest) => Promise<proc.SpawnResult>,
+  ): Promise<proc.SpawnResult> {
+    const request: proc.SpawnRequest = {
       ...command,
       fileSoftLimit: this.#childFileLimit(),
       ...(environment === undefined ? {} : { environment }),
     };
-    // spawn() itself falls back to no hand-over where glibc lacks it (before 2.35).
-    if (!isControllingTerminal()) return await run(request);
+    // proc.spawn() itself falls back to no hand-over where glibc lacks it (before 2.35).
+    if (!proc.isControllingTerminal()) return await run(request);
     const result = await run({ ...request, foregroundFd: 0 });
     if (result.kind === "spawned" || result.stage !== "foreground") return result;
     this.#log.warn("cannot give the terminal to the child", { errno: result.errno });
@@ -263,7 +238,7 @@ export class Supervisor {
   /** The child's open-file soft limit: by default the container's (the launcher's record). */
   #childFileLimit(): number | null {
     const setting = this.#config.fileLimit;
-    const { hard } = fileLimit();
+    const { hard } = proc.fileLimit();
     if (setting.kind === "max") return hard;
     const soft = setting.kind === "value" ? setting.value : this.#containerFileLimit;
     return Math.min(soft, hard ?? Infinity);
@@ -367,7 +342,7 @@ export class Supervisor {
   }
 
   /** Says why the child ended: one warn line for a signal, a debug line for an exit. */
-  #explain(status: ExitStatus): void {
+  #explain(status: proc.ExitStatus): void {
     const state = this.#state;
     const stopping = state.name === "stopping";
     const stoppedBy = stopping && state.cause === "timeout"
@@ -396,7 +371,7 @@ export class Supervisor {
   /** `-g` where orphans do not come to denit: SIGTERM to the child's group, as dumb-init. */
   #termGroup(): void {
     if (!this.#config.group || this.#adopts || this.#groupSignals.has(SIGTERM)) return;
-    if (!sendSignal(this.#target, SIGTERM).ok) return;
+    if (!proc.sendSignal(this.#target, SIGTERM).ok) return;
     this.#log.info("SIGTERM to what the child left in its process group", { group: -this.#target });
   }
 
@@ -415,9 +390,9 @@ export class Supervisor {
     return { cause: this.#exit.cause, text: this.#exit.text, signal: this.#exit.signal, ranMs };
   }
 
-  #dispatch(event: Event): void {
+  #dispatch(event: machine.Event): void {
     if (this.#finished) return;
-    const step = transition(this.#state, event, this.#config);
+    const step = machine.transition(this.#state, event, this.#config);
     this.#state = step.state;
     // Stopping: the job service takes no new jobs (they would be stopped at once).
     if (step.state.name === "stopping" || step.state.name === "exited") this.#jobs?.stopping();
@@ -431,7 +406,7 @@ export class Supervisor {
     }
   }
 
-  #perform(effect: Effect): void {
+  #perform(effect: machine.Effect): void {
     switch (effect.type) {
       case "forward-signal":
         return this.#forward(effect.signo, effect.target, effect.received);
@@ -499,7 +474,7 @@ export class Supervisor {
 
   #forward(signo: number, target: number, received: number): void {
     const signal = signalName(signo);
-    const result = sendSignal(target, signo);
+    const result = proc.sendSignal(target, signo);
     if (result.ok) {
       this.#count(signal);
       this.#sentToChild.set(signo, received);
@@ -507,14 +482,14 @@ export class Supervisor {
       // Per-signal path: build the log line only when it is shown.
       if (!this.#log.enabled("info")) return;
       this.#log.info("signal sent", { signal, from: signalName(received), target });
-    } else if (result.errno === Errno.ESRCH) {
+    } else if (result.errno === proc.Errno.ESRCH) {
       this.#log.debug("cannot forward: child already gone", { signal, target });
     } else {
-      this.#log.warn(`cannot forward ${signal}: ${errnoMessage(result.errno)}`, { target });
+      this.#log.warn(`cannot forward ${signal}: ${proc.errnoMessage(result.errno)}`, { target });
     }
   }
 
-  #cancelTimer(name: TimerName): void {
+  #cancelTimer(name: machine.TimerName): void {
     // The first clearTimeout() loads Deno's timer code (common/delay.ts): only when one is set.
     const cancel = this.#timers.get(name);
     if (cancel === undefined) return;
@@ -522,9 +497,9 @@ export class Supervisor {
     this.#timers.delete(name);
   }
 
-  #startTimer(name: TimerName, ms: number): void {
+  #startTimer(name: machine.TimerName, ms: number): void {
     this.#cancelTimer(name);
-    const event: Event = { type: `${name}-expired` };
+    const event: machine.Event = { type: `${name}-expired` };
     const fire = () => {
       this.#timers.delete(name);
       this.#guard("timer", () => {
@@ -547,18 +522,18 @@ export class Supervisor {
   }
 
   /** A deadline or grace timer after the child ended, before its reap: its status decides. */
-  #childAlreadyEnded(name: TimerName): boolean {
+  #childAlreadyEnded(name: machine.TimerName): boolean {
     const state = this.#state;
     if (name !== "deadline" && name !== "grace") return false;
     if (state.name !== "running" && state.name !== "stopping") return false;
-    if (!hasTerminated(state.pid)) return false;
+    if (!proc.hasTerminated(state.pid)) return false;
     this.#log.debug(`the ${name} timer ran out after the child ended; its status decides`);
     return true;
   }
 
   #timeOut(target: number, term: boolean): void {
     const limit = formatDuration(this.#config.timeoutMs ?? 0);
-    const grace = formatDuration(deadlineGraceMs(this.#config));
+    const grace = formatDuration(machine.deadlineGraceMs(this.#config));
     const then = term
       ? `SIGTERM, SIGKILL after ${grace}`
       : this.#config.graceMs === null
@@ -574,11 +549,11 @@ export class Supervisor {
     // (The jobs' keepers block every signal they do not read.)
     const service = this.#jobs?.servicePid ?? 0;
     if (Deno.pid === 1 && service === 0) {
-      if (sendSignal(-1, signo).ok) this.#count(signalName(signo));
+      if (proc.sendSignal(-1, signo).ok) this.#count(signalName(signo));
       return;
     }
     let hit = 0;
-    for (const pid of leftovers()) if (pid !== service && sendSignal(pid, signo).ok) hit++;
+    for (const pid of leftovers()) if (pid !== service && proc.sendSignal(pid, signo).ok) hit++;
     if (hit > 0) this.#count(signalName(signo));
     this.#log.info("signal sent to descendants", { signal: signalName(signo), count: hit });
   }
@@ -597,9 +572,9 @@ export class Supervisor {
     const { graceMs, timeoutMs } = this.#config;
     const timedOut = this.#state.name === "stopping" && this.#state.cause === "timeout";
     const why = graceMs === null
-      ? `still running ${formatDuration(deadlineGraceMs(this.#config))} after the deadline of ${
-        formatDuration(timeoutMs ?? 0)
-      } (--timeout)`
+      ? `still running ${
+        formatDuration(machine.deadlineGraceMs(this.#config))
+      } after the deadline of ${formatDuration(timeoutMs ?? 0)} (--timeout)`
       : `grace period of ${formatDuration(graceMs)} expired`;
     const code = timedOut ? "; exit code 124" : "";
     this.#log.warn(`${why}: SIGKILL to ${formatProcesses(named)}${code}`);
@@ -612,7 +587,7 @@ export class Supervisor {
   }
 
   /** A sweep asked by the machine; those that follow reaping are spaced SWEEP_INTERVAL_MS. */
-  #sweep(signo: number, timer?: KillTimer): void {
+  #sweep(signo: number, timer?: machine.KillTimer): void {
     if (timer !== undefined) this.#killTimer = timer;
     const now = performance.now();
     if (now - this.#lastSweepMs < SWEEP_INTERVAL_MS) {
@@ -639,7 +614,7 @@ export class Supervisor {
       // against fork; repeated for what was forked or reparented since.
       const named = announce && !sent.has(-1) ? otherProcesses().map(describeProcess) : [];
       sent.add(-1);
-      if (!sendSignal(-1, signo).ok) return;
+      if (!proc.sendSignal(-1, signo).ok) return;
       if (named.length > 0) this.#warnKill(named);
       return;
     }
@@ -652,7 +627,7 @@ export class Supervisor {
     const infos = fresh.map(describeProcess).filter((p) =>
       p.state !== "Z" && p.state !== "?" && p.pgid !== groupDone
     );
-    const hit = infos.filter((p) => sendSignal(p.pid, signo).ok);
+    const hit = infos.filter((p) => proc.sendSignal(p.pid, signo).ok);
     if (hit.length === 0) return;
     if (announce && signo === SIGKILL) this.#warnKill(hit);
     else this.#log.info("signalled leftovers", { signal, pids: hit.map((p) => p.pid).join(",") });
@@ -669,7 +644,7 @@ export class Supervisor {
     this.#log.warn(`SIGKILL to leftovers ${which}: ${formatProcesses(processes)}`);
   }
 
-  #finish(exitCode: number, outcome: Outcome): void {
+  #finish(exitCode: number, outcome: machine.Outcome): void {
     if (outcome === "abandoned") {
       const left = leftovers().map(describeProcess);
       const names = left.length === 0 ? "" : `: ${formatProcesses(left)}`;
