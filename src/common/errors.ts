@@ -5,8 +5,7 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
-/** What `work` returns, or `fallback` if it throws: for failures that change nothing (the caller
- * says why). */
+/** What `work` returns, or `fallback` if it throws: for failures that change nothing (say why). */
 export function orElse<T>(work: () => T, fallback: T): T {
   try {
     return work();

@@ -29,28 +29,21 @@ export interface JobsSettings {
   readonly log: Logger;
   /** The service's log lines: the same level and format as denit's. */
   readonly logArgs: readonly string[];
-  /** The service was killed by the OOM killer. */
   readonly onOomKill: () => void;
-  /** The memory cgroup (the supervisor's), whose OOM-kill count says whether the service died of it. */
+  /** The supervisor's memory cgroup: its OOM-kill count says whether the service died of it. */
   readonly memory: MemoryCgroup | null;
 }
 
 const encoder = new TextEncoder();
 
-/** The state lines of the run in `dir` (none if the spool cannot be read). */
+/** The state lines of the run in `dir` (none if the spool cannot be read: no job is known). */
 function keeperStates(dir: string): contract.KeeperState[] {
-  const states: contract.KeeperState[] = [];
-  try {
-    for (const entry of Deno.readDirSync(dir)) {
-      if (!/^\d+\.state$/.test(entry.name)) continue;
-      const bytes = readNoFollow(`${dir}/${entry.name}`);
-      const state = bytes === null ? null : contract.parseState(new TextDecoder().decode(bytes));
-      if (state !== null) states.push(state);
-    }
-  } catch {
-    // The spool cannot be read: no job is known.
-  }
-  return states;
+  const names = orElse(() => [...Deno.readDirSync(dir)].map((entry) => entry.name), []);
+  return names.filter((name) => /^\d+\.state$/.test(name)).flatMap((name) => {
+    const bytes = readNoFollow(`${dir}/${name}`);
+    const state = bytes === null ? null : contract.parseState(new TextDecoder().decode(bytes));
+    return state === null ? [] : [state];
+  });
 }
 
 /** For a user that is not root: what to do about a place it may not use ("" otherwise). */
@@ -103,9 +96,8 @@ export class JobHost {
 
   /** denit's own processes: the job service and the live keepers this run's spool names. */
   own(): Set<number> {
-    const pids = new Set(
-      keeperStates(this.#dir).filter(contract.keeperLives).map((state) => state.keeper),
-    );
+    const keepers = keeperStates(this.#dir).filter(contract.keeperLives);
+    const pids = new Set(keepers.map((state) => state.keeper));
     if (this.#servicePid > 0) pids.add(this.#servicePid);
     return pids;
   }
@@ -128,10 +120,8 @@ export class JobHost {
       await contract.prepareSocketPath(socket);
       listener = UnixListener.bind(socket);
     } catch (err: unknown) {
-      const hint = nonRootHint(err, dirname(socket));
-      throw new Error(`Cannot serve jobs on "${socket}": ${errorLine(err)}${hint}`, {
-        cause: err,
-      });
+      const why = `${errorLine(err)}${nonRootHint(err, dirname(socket))}`;
+      throw new Error(`Cannot serve jobs on "${socket}": ${why}`, { cause: err });
     }
     this.#listener = listener;
     void this.#keepServing(listener);

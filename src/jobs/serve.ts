@@ -215,17 +215,6 @@ function streaming<Req, Res>(
   };
 }
 
-interface IdRequest {
-  id: string;
-}
-interface FollowIORequest extends IdRequest {
-  readStdout: number;
-  readStderr: number;
-}
-interface CancelRequest extends IdRequest {
-  graceMs: number;
-}
-
 /** Resolves when a connection waited at two checks in a row and none was accepted between. */
 function acceptStops(fd: number, accepted: () => number): Promise<void> {
   return new Promise((resolve) => {
@@ -296,10 +285,8 @@ export async function serveMain(args: readonly string[]): Promise<number> {
   try {
     const dir = settings.last("run-dir")?.value ?? "";
     prepareTrustedDirectory(dir, "job spool:");
-    const jobs = new JobService(dir, {
-      keeper: launcherPath(),
-      oomCount: settings.last("oom-count")?.value ?? null,
-    });
+    const oomCount = settings.last("oom-count")?.value ?? null;
+    const jobs = new JobService(dir, { keeper: launcherPath(), oomCount });
     void jobs.watch();
     const server = new grpc.Server({
       "grpc.max_concurrent_streams": STREAMS_PER_CONNECTION,
@@ -307,16 +294,14 @@ export async function serveMain(args: readonly string[]): Promise<number> {
     });
     server.addService(jobsDefinition(), {
       Run: unary((request: RunFields) => jobs.run(request)),
-      Follow: streaming((request: IdRequest, out: Outlet<JobMessage>) =>
-        jobs.follow(request.id, out)
+      Follow: streaming(({ id }: { id: string }, out: Outlet<JobMessage>) => jobs.follow(id, out)),
+      FollowIO: streaming(
+        (request: { id: string; readStdout: number; readStderr: number }, out) => {
+          const { id, readStdout: stdout, readStderr: stderr } = request;
+          return jobs.followIO(id, { stdout, stderr }, out);
+        },
       ),
-      FollowIO: streaming((request: FollowIORequest, out) =>
-        jobs.followIO(request.id, {
-          stdout: request.readStdout,
-          stderr: request.readStderr,
-        }, out)
-      ),
-      Cancel: unary((request: CancelRequest) => jobs.cancel(request.id, request.graceMs)),
+      Cancel: unary(({ id, graceMs }: { id: string; graceMs: number }) => jobs.cancel(id, graceMs)),
       List: unary((request: ListFields) => jobs.list(request)),
     });
     const fd = Number(settings.last("listen-fd")?.value ?? 3);
@@ -330,13 +315,10 @@ export async function serveMain(args: readonly string[]): Promise<number> {
   // It serves until denit ends it (SIGTERM, or the launcher's parent-death signal), or until
   // it cannot accept: then denit starts it again, with the connections that wait.
   await stopped;
-  const limit = fileLimit().soft;
-  log.error(
-    "the job service stopped accepting connections (at its open-file limit?); exiting, to be started again",
-    {
-      openFileLimit: limit ?? "unlimited",
-    },
-  );
+  const why = "the job service stopped accepting connections (at its open-file limit?)";
+  log.error(`${why}; exiting, to be started again`, {
+    openFileLimit: fileLimit().soft ?? "unlimited",
+  });
   await log.flush();
   return ExitCode.INTERNAL;
 }

@@ -53,14 +53,11 @@ export interface Config {
   readonly user: string | null;
   readonly readyWhen: ReadyCheck | null;
   readonly waitDescendants: boolean;
-  /** null: /dev/termination-log when it exists and is empty. */
   readonly terminationLog: string | null;
   readonly warnReaped: boolean;
   readonly logFormat: LogFormat;
-  /** null: no job service (nothing of it is loaded). */
   readonly jobsSocket: string | null;
   readonly jobsSpool: string;
-  /** null: inherited from denit. */
   readonly oomScoreAdj: number | null;
   readonly stopSignal: number | null;
   /** Lines to log once a logger exists (a misspelt DENIT_* variable, say). */
@@ -245,8 +242,6 @@ function parseLogLevel(text: string): LogLevel {
   return found;
 }
 
-const DEFAULT_LIMIT_SETTING: FileLimitSetting = Object.freeze({ kind: "default" });
-
 function parseFileLimit(text: string): FileLimitSetting {
   const trimmed = text.trim().toLowerCase();
   if (trimmed === "max") return { kind: "max" };
@@ -360,7 +355,7 @@ function buildConfig(
     logLevel: logLevel(settings, env),
     health: parsed(settings, "health-addr", parseListenAddress) ??
       (settings.flag("health") ? DEFAULT_HEALTH : null),
-    fileLimit: parsed(settings, "nofile", parseFileLimit) ?? DEFAULT_LIMIT_SETTING,
+    fileLimit: parsed(settings, "nofile", parseFileLimit) ?? { kind: "default" as const },
     shutdownDelayMs: limit(settings.last("shutdown-delay")) ?? 0,
     drainWhile: parsed(settings, "drain-while", parseDrainCheck),
     orphanGraceMs: orphanGrace(settings, killAfterMs),

@@ -25,13 +25,10 @@ import type { FaultPoint, Supervisor } from "./supervisor.ts";
 import type { JobHost } from "../jobs/host.ts";
 import type { RunAs } from "../common/accounts.ts";
 
-/** What the entry module provides. */
+/** The entry's: the launcher's record (null: none), the health loader, a test's fault injector. */
 export interface SuperviseContext {
-  /** What denit's launcher handed over; null without it (then denit does not supervise). */
   readonly launch: Launch | null;
-  /** Loads the health endpoint's code (only when --health asks for it). */
   readonly loadHealth: () => Promise<HealthStarter>;
-  /** A test fixture's fault injector (see SupervisorOptions); denit's entry passes none. */
   readonly trap?: (point: FaultPoint) => void;
 }
 
@@ -123,11 +120,8 @@ export async function superviseMain(
   }
   const log = createLogger(config.logLevel, Deno.pid, config.logFormat);
   for (const warning of config.warnings) log.warn(warning);
-  if (launch.restored.length > 0) {
-    log.debug("put back what the launcher kept from the runtime", {
-      names: launch.restored.join(","),
-    });
-  }
+  const names = launch.restored.join(",");
+  if (names !== "") log.debug("put back what the launcher kept from the runtime", { names });
   try {
     return await run(config, log, context, { runAs, fileSoftLimit: launch.fileSoftLimit, launch });
   } finally {
@@ -168,16 +162,14 @@ async function run(
     return ExitCode.INTERNAL;
   }
   // The child's additions to the container's environment: NOTIFY_SOCKET, and HOME for --user.
-  const variables: Record<string, string> = {};
-  if (health !== null && health.notifySocket !== null) {
-    variables["NOTIFY_SOCKET"] = health.notifySocket;
-  }
-  if (options.runAs !== null) variables["HOME"] = options.runAs.home;
+  const { runAs, launch } = options;
+  const notify = health?.notifySocket ?? null;
+  const variables = {
+    ...(notify === null ? {} : { NOTIFY_SOCKET: notify }),
+    ...(runAs === null ? {} : { HOME: runAs.home }),
+  };
   try {
-    return await supervise(config, supervisor, log, options.launch, {
-      runAs: options.runAs,
-      variables,
-    });
+    return await supervise(config, supervisor, log, launch, { runAs, variables });
   } finally {
     jobs?.close();
     health?.close();
@@ -207,9 +199,8 @@ async function startJobs(
     host.close();
     throw err;
   }
-  log.info("job socket listening; the job service starts at the first connection", {
-    socket: config.jobsSocket,
-  });
+  const socket = config.jobsSocket;
+  log.info("job socket listening; the job service starts at the first connection", { socket });
   return host;
 }
 

@@ -75,12 +75,7 @@ export class OrphanPatrol {
         if (sendSignal(pid, SIGKILL).ok) overdue.push(info);
       } else void this.#killLater([info], graceEnds).catch((err) => this.#failed(err));
     }
-    if (overdue.length > 0) {
-      this.#say(
-        `${signalName(SIGKILL)} to reparented processes still running after ${this.#grace()}`,
-        overdue,
-      );
-    }
+    this.#killed(overdue);
     if (orphans.length === 0) return;
     const graceEnds = performance.now() + this.#settings.graceMs;
     for (const info of orphans) this.#families.set(familyOf(info), graceEnds);
@@ -88,8 +83,10 @@ export class OrphanPatrol {
     void this.#killLater(orphans, graceEnds).catch((err: unknown) => this.#failed(err));
   }
 
-  #grace(): string {
-    return formatDuration(this.#settings.graceMs);
+  #killed(processes: readonly ProcessInfo[]): void {
+    const grace = formatDuration(this.#settings.graceMs);
+    const what = `${signalName(SIGKILL)} to reparented processes still running after ${grace}`;
+    this.#say(what, processes);
   }
 
   async #killLater(orphans: readonly ProcessInfo[], graceEnds: number): Promise<void> {
@@ -102,11 +99,7 @@ export class OrphanPatrol {
         now.startTime === orphans[i]?.startTime && now.state !== "Z" &&
         sendSignal(now.pid, SIGKILL).ok
       );
-    if (killed.length === 0) return;
-    this.#say(
-      `${signalName(SIGKILL)} to reparented processes still running after ${this.#grace()}`,
-      killed,
-    );
+    this.#killed(killed);
   }
 
   #failed(err: unknown): void {

@@ -3,21 +3,19 @@
  * handed to each job service; a connection made while none runs waits in the backlog.
  */
 
-import { POLLFD, SOCKET, unixAddress } from "./layout.ts";
+import { SOCKET, unixAddress } from "./layout.ts";
+import { pollIn } from "./signals.ts";
 import { closeFd, errno, errnoMessage, libc } from "./symbols.ts";
-
-const POLLIN = 0x1; // poll.h
 
 /** Connections that may wait to be accepted (Node's default for a server). */
 const BACKLOG = 511;
 
 /** Whether a connection waits on the listening socket `fd`, polled on a runtime thread. */
 async function waiting(fd: number, timeoutMs: number): Promise<boolean> {
-  const pollfd = new Uint8Array(64); // kept off V8's heap: another thread reads it
-  const view = new DataView(pollfd.buffer);
-  view.setInt32(POLLFD.fd, fd, true);
-  view.setInt16(POLLFD.events, POLLIN, true);
-  return await libc.poll(pollfd, 1n, timeoutMs) > 0;
+  const pollfd = pollIn(fd);
+  const ready = await libc.poll(pollfd, 1n, timeoutMs) > 0;
+  void pollfd; // referenced until poll has returned: the other thread writes revents into it
+  return ready;
 }
 
 /** Whether a connection waits to be accepted on the listening socket `fd` now (no wait). */

@@ -36,12 +36,20 @@ export function unblockable(signos: readonly number[]): number[] {
   return signos.filter((signo) => !blocked.has(signo));
 }
 
+/** A struct pollfd for POLLIN on `fd`, over V8's 64-byte on-heap limit: another thread reads it. */
+export function pollIn(fd: number): Uint8Array<ArrayBuffer> {
+  const pollfd = new Uint8Array(128);
+  const view = new DataView(pollfd.buffer);
+  view.setInt32(POLLFD.fd, fd, true);
+  view.setInt16(POLLFD.events, POLLIN, true);
+  return pollfd;
+}
+
 function ignore(): void {}
 
 export class SignalReader {
   readonly #fd: number;
-  // Larger than V8 keeps on its heap: their addresses stay put while another thread uses them.
-  readonly #pollfd = new Uint8Array(64);
+  readonly #pollfd: Uint8Array<ArrayBuffer>;
   readonly #buffer = new Uint8Array(SIGNALFD_SIGINFO.bytes * READ_BATCH);
   readonly #view = new DataView(this.#buffer.buffer);
 
@@ -54,9 +62,7 @@ export class SignalReader {
     Deno.removeSignalListener("SIGUSR1", ignore);
     this.#fd = libc.signalfd(-1, signalSet(signos), SFD_NONBLOCK | SFD_CLOEXEC);
     if (this.#fd < 0) throw new Error(`signalfd: ${errnoMessage(errno())}`);
-    const view = new DataView(this.#pollfd.buffer);
-    view.setInt32(POLLFD.fd, this.#fd, true);
-    view.setInt16(POLLFD.events, POLLIN, true);
+    this.#pollfd = pollIn(this.#fd);
   }
 
   /** Resolves once a signal is pending, or after `timeoutMs` (-1: never; 0: a turn of the loop). */
