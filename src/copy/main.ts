@@ -40,11 +40,11 @@ function rootsFor(sources: readonly string[]): Root[] {
 function initRoots(): { launcher: Root; rest: Root[] } {
   const here = dirname(Deno.execPath());
   const code = dirname(new URL(Deno.mainModule).pathname);
-  const root = (dir: string, name: string): Root => ({
-    src: join(dir, name),
+  const root = (dir: string, destName: string): Root => ({
+    src: join(dir, destName),
     contents: false,
     follow: false,
-    destName: name,
+    destName,
   });
   // The halves beside this bundle (a test's bundle may have none).
   const halves = ["denit-features.js", "denit-jobs.js"]
@@ -65,9 +65,8 @@ function formatSummary(mode: string, summary: CopySummary, seconds: number): str
   const missed = xattrMisses > 0 ? `, ${n(xattrMisses, "attribute")} not copied` : "";
   return `denit ${mode}: ${n(files, "file")}, ${n(dirs, "directory", "directories")}, ` +
     `${n(links, "link")}${hard}, ${mib.toFixed(1)} MiB in ${seconds.toFixed(2)} s ` +
-    `(${
-      rate.toFixed(1)
-    } MiB/s); ${summary.unchanged} unchanged, ${summary.skipped} skipped${missed}`;
+    `(${rate.toFixed(1)} MiB/s); ${summary.unchanged} unchanged, ` +
+    `${summary.skipped} skipped${missed}`;
 }
 
 /** Makes DEST and its missing parents; returns those it made, deepest last. */
