@@ -51,6 +51,8 @@ function sizeOf(path: string): number {
 /** A job and everything known about it. */
 export class Job {
   readonly record: JobRecord;
+  readonly id: string;
+  readonly seq: number;
   state: KeeperState | null = null;
   stdoutBytes = 0;
   stderrBytes = 0;
@@ -62,6 +64,8 @@ export class Job {
   constructor(dir: string, record: JobRecord) {
     this.#dir = dir;
     this.record = record;
+    this.id = record.id;
+    this.seq = record.seq;
   }
 
   /** A new job: its record written before its keeper starts. */
@@ -69,14 +73,6 @@ export class Job {
     const job = new Job(dir, { id, seq, argv, startedAtMs: Date.now(), cancel: null });
     job.save();
     return job;
-  }
-
-  get id(): string {
-    return this.record.id;
-  }
-
-  get seq(): number {
-    return this.record.seq;
   }
 
   /** The path of one of its files: "json", "state", "out" or "err". */
@@ -220,9 +216,7 @@ export class JobTable {
 
   /** The highest seq known (the next job takes the one after it). */
   lastSeq(): number {
-    let last = 0;
-    for (const seq of this.#bySeq.keys()) last = Math.max(last, seq);
-    return last;
+    return Math.max(0, ...this.#bySeq.keys());
   }
 
   /** Forgets finished jobs whose output ended, oldest first, while over a limit. */
