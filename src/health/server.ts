@@ -79,13 +79,6 @@ export function findHeadEnd(buffer: Uint8Array, from: number, to: number): numbe
   return -1;
 }
 
-/** A head without the line ends of its final empty line. */
-function withoutEmptyLine(head: Uint8Array): Uint8Array {
-  let end = head.length;
-  while (end > 0 && (head[end - 1] === 10 || head[end - 1] === 13)) end--;
-  return head.subarray(0, end);
-}
-
 type Parsed = { kind: "request"; request: HttpRequest } | { kind: "bad"; status: number };
 
 const BAD: Parsed = Object.freeze({ kind: "bad", status: 400 });
@@ -222,7 +215,8 @@ export class HttpServer {
         end = findHeadEnd(buffer, Math.max(used - 2, 0), used + n);
         used += n;
       }
-      const parsed = parseHead(decoder.decode(withoutEmptyLine(buffer.subarray(0, end))));
+      // The head without the line ends of its final empty line.
+      const parsed = parseHead(decoder.decode(buffer.subarray(0, end)).replace(/[\r\n]+$/, ""));
       if (parsed.kind === "bad") {
         return await this.#reply(conn, { status: parsed.status, body: "" });
       }
