@@ -314,12 +314,14 @@ export class CopyTree {
   async #copyRoot(root: Root, opened: OpenedRoot, destFd: number, destPath: string) {
     const destName = encoder.encode(root.destName);
     // DEST's descriptor is -1 in a dry run where it does not exist: nothing in it to compare.
-    const into = { destFd, destPath, fresh: destFd < 0, update: false, ownsSrc: false };
+    // A root's source and DEST are the caller's to close.
+    const fresh = destFd < 0;
+    const into = { destFd, destPath, fresh, update: false, ownsSrc: false, ownsDest: false };
     if (opened.kind === "entry") {
       const slash = root.src.lastIndexOf("/");
       const srcPath = slash < 0 ? "." : root.src.slice(0, slash) || "/";
       const { parentFd: srcFd, stat } = opened;
-      const parent = this.#dir({ ...into, srcFd, srcPath, stat, ownsDest: false }, false);
+      const parent = this.#dir({ ...into, srcFd, srcPath, stat }, false);
       return await this.#entry(parent, opened.name, stat.kind, destName, stat);
     }
     const { fd: srcFd, stat } = opened;
@@ -327,11 +329,9 @@ export class CopyTree {
       const dest = fs.statPath(destPath, true);
       const update = this.#dirItem(stat, dest.ok ? dest.value : null, root.src, destPath);
       const srcPath = root.src.replace(/\/\.?$/, "") || "/";
-      return await this.#walk(
-        this.#dir({ ...into, srcFd, srcPath, stat, update, ownsDest: false }, true),
-      );
+      return await this.#walk(this.#dir({ ...into, srcFd, srcPath, stat, update }, true));
     }
-    const parent = this.#dir({ ...into, srcFd: -1, srcPath: "", stat, ownsDest: false }, false);
+    const parent = this.#dir({ ...into, srcFd: -1, srcPath: "", stat }, false);
     await this.#walk(this.#subdirectory(parent, srcFd, destName, stat, root.src, false));
   }
 

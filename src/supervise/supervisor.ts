@@ -227,7 +227,7 @@ export class Supervisor {
       fileSoftLimit: this.#childFileLimit(),
       ...(environment === undefined ? {} : { environment }),
     };
-    // proc.spawn() itself falls back to no hand-over where glibc lacks it (before 2.35).
+    // spawn() itself falls back to no hand-over where glibc lacks it (before 2.35).
     if (!proc.isControllingTerminal()) return await run(request);
     const result = await run({ ...request, foregroundFd: 0 });
     if (result.kind === "spawned" || result.stage !== "foreground") return result;
