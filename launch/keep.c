@@ -229,7 +229,8 @@ static int take(int pipe_fd, int file, long long *stored, long long cap, struct 
 /*
  * `signo` to every descendant of `pid` (its children as /proc lists them for each of its
  * threads, and theirs): a process the job started in a session or group of its own (setsid)
- * is the keeper's descendant still, as the keeper adopts its orphans.
+ * is the keeper's descendant still, as the keeper adopts its orphans. Children before their
+ * parent: a parent the signal ends first would hand its children to the keeper unread.
  */
 static void signal_tree(pid_t pid, int signo) {
   char path[64], text[4096];
@@ -249,18 +250,18 @@ static void signal_tree(pid_t pid, int signo) {
     for (char *at = text, *end; *at != '\0'; at = end) {
       long child = strtol(at, &end, 10);
       if (end == at) break;
+      signal_tree((pid_t)child, signo);
       kill((pid_t)child, signo);
       kill((pid_t)child, SIGCONT); /* a stopped process takes TERM too */
-      signal_tree((pid_t)child, signo);
     }
   }
   closedir(tasks);
 }
 
-/* `signo` to the job's group and to every process the job started, wherever it went. */
+/* `signo` to every process the job started, wherever it went, then to the job's group. */
 static void signal_job(pid_t pgid, int signo) {
-  kill(-pgid, signo);
   signal_tree(getpid(), signo);
+  kill(-pgid, signo);
 }
 
 /* A Cancel: the grace from DIR/SEQ.cancel; SIGTERM to the whole job now. Returns the deadline. */

@@ -35,7 +35,7 @@ import {
 import { explainExit, OOM_COUNT_SETTLE_MS, OomLedger } from "../src/supervise/cause.ts";
 import { scanZombies } from "../src/supervise/zombies.ts";
 import { formatReport, MAX_REPORT_BYTES } from "../src/supervise/termination.ts";
-import { formatJsonLine, lineBytes, MAX_LINE_BYTES } from "../src/common/log.ts";
+import { lineBytes, lineFormat, MAX_LINE_BYTES } from "../src/common/log.ts";
 
 async function get(port: number, path: string): Promise<string> {
   const text = await rawHttp(port, `GET ${path} HTTP/1.0\r\n\r\n`, { timeoutMs: 3000 });
@@ -1157,7 +1157,7 @@ Deno.test("log lines: at most PIPE_BUF bytes, cut whole; JSON stays valid when c
   const long = "x".repeat(10_000) + "é".repeat(3000);
   const text = lineBytes((m) => `denit[1] warn: ${m}`, long);
   assertOk(text.length <= MAX_LINE_BYTES);
-  const json = lineBytes((m) => formatJsonLine(1, "warn", m, { a: 1 }), `"\\${long}`);
+  const json = lineBytes((m) => lineFormat("json", 1)("warn", m, { a: 1 }), `"\\${long}`);
   assertOk(json.length <= MAX_LINE_BYTES);
   const parsed = JSON.parse(new TextDecoder().decode(json));
   assertOk(parsed.message.endsWith("..."));

@@ -690,7 +690,8 @@ Deno.test("job service: Cancel ends the whole job: what it started with setsid, 
     try {
       Deno.kill(keeper, "SIGKILL");
       await waitUntil(() => processState(keeper) === "Z", "the keeper a zombie");
-      cancelled = call<Job>((cb) => c.Cancel({ id: "orphan", graceMs: 1000 }, cb));
+      // A grace longer than the call's deadline: the Cancel ends when the job does, at its TERM.
+      cancelled = call<Job>((cb) => c.Cancel({ id: "orphan", graceMs: 60_000 }, cb));
       await waitUntil(() => ["Z", ""].includes(processState(orphan.pid)), "the job ended");
     } finally {
       Deno.kill(s.pid, "SIGCONT");

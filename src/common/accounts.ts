@@ -79,9 +79,7 @@ export function resolveUser(spec: string, root = ""): RunAs {
   }
   const users = passwd(root);
   const numeric = /^\d+$/.test(user);
-  const entry = numeric
-    ? users.find((e) => e.uid === Number(user))
-    : users.find((e) => e.name === user);
+  const entry = users.find((e) => numeric ? e.uid === Number(user) : e.name === user);
   if (!numeric && entry === undefined) {
     throw new RangeError(`Unknown user "${user}": not in /etc/passwd`);
   }
@@ -98,18 +96,9 @@ export function resolveUser(spec: string, root = ""): RunAs {
     supplementary = [gid];
   } else {
     gid = entry?.gid ?? 0;
-    const name = entry?.name;
-    supplementary = [
-      gid,
-      ...known.filter((g) => name !== undefined && g.members.includes(name)).map((g) => g.gid),
-    ];
+    const member = known.filter((g) => entry !== undefined && g.members.includes(entry.name));
+    supplementary = [gid, ...member.map((g) => g.gid)];
   }
-  return {
-    uid,
-    gid,
-    groups: [...new Set(supplementary)],
-    // No entry: "/", as Docker gives a --user UID that its image's passwd does not list.
-    home: entry?.home ?? "/",
-    spec,
-  };
+  // No entry: HOME=/, as Docker gives a --user UID that its image's passwd does not list.
+  return { uid, gid, groups: [...new Set(supplementary)], home: entry?.home ?? "/", spec };
 }

@@ -44,45 +44,29 @@ function formatValue(value: string | number | boolean): string {
   return /^[^\s"=\u0000-\u001f\u007f]+$/.test(text) ? text : JSON.stringify(text);
 }
 
-export function formatLine(
-  pid: number,
-  level: LogLevel,
-  message: string,
-  fields: LogFields = {},
-  program = "denit",
-): string {
-  const tail = Object.entries(fields)
-    .filter((entry): entry is [string, string | number | boolean] => entry[1] !== undefined)
-    .map(([key, value]) => ` ${key}=${formatValue(value)}`)
-    .join("");
-  return `${program}[${pid}] ${level}: ${escapeControls(message)}${tail}`;
-}
-
 /** How lines look: `denit[PID] level: message key=value`, or one JSON object per line. */
 export type LogFormat = "text" | "json";
 
+/** A line's text for a level, a message and its fields. */
+export type LineFormat = (level: LogLevel, message: string, fields?: LogFields) => string;
+
+/** The lines of `program` (PID `pid`) in `format`; JSON: time, level, logger, pid, message, fields. */
+export function lineFormat(format: LogFormat, pid: number, program = "denit"): LineFormat {
+  return (level, message, fields = {}) => {
+    const kept = Object.entries(fields)
+      .filter((entry): entry is [string, string | number | boolean] => entry[1] !== undefined);
+    if (format === "json") {
+      const time = new Date().toISOString();
+      const all = Object.fromEntries(kept);
+      return JSON.stringify({ time, level, logger: program, pid, message, fields: all });
+    }
+    const tail = kept.map(([key, value]) => ` ${key}=${formatValue(value)}`).join("");
+    return `${program}[${pid}] ${level}: ${escapeControls(message)}${tail}`;
+  };
+}
+
 /** PIPE_BUF: a line goes out in one write(2), never interleaved with the child's on a pipe. */
 export const MAX_LINE_BYTES = 4096;
-
-/** One JSON line: time, level, pid, message and the fields. */
-export function formatJsonLine(
-  pid: number,
-  level: LogLevel,
-  message: string,
-  fields: LogFields = {},
-  timeMs: number = Date.now(),
-  program = "denit",
-): string {
-  const kept = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
-  return JSON.stringify({
-    time: new Date(timeMs).toISOString(),
-    level,
-    logger: program,
-    pid,
-    message,
-    fields: kept,
-  });
-}
 
 const encoder = new TextEncoder();
 
@@ -163,12 +147,9 @@ export function createLogger(
 ): Logger {
   const rank = LOG_LEVELS.indexOf(level);
   const enabled = (wanted: LogLevel) => LOG_LEVELS.indexOf(wanted) <= rank;
-  const line = (wanted: LogLevel, message: string, fields?: LogFields) => {
-    const shape = format === "json"
-      ? (text: string) => formatJsonLine(pid, wanted, text, fields, Date.now(), program)
-      : (text: string) => formatLine(pid, wanted, text, fields, program);
-    return lineBytes(shape, message);
-  };
+  const shape = lineFormat(format, pid, program);
+  const line = (wanted: LogLevel, message: string, fields?: LogFields) =>
+    lineBytes((text) => shape(wanted, text, fields), message);
   const writer = new ErrWriter((count) =>
     line("warn", `${count} log lines were dropped while stderr was full`, { dropped: count })
   );

@@ -60,13 +60,8 @@ export function parseMode(text: string): number {
 }
 
 const OPTIONS: readonly OptionSpec[] = [
-  option("--chown", "value"),
-  option("--chmod", "value"),
-  option("--with", "value"),
-  option("--verify", "flag"),
-  option("--dry-run", "flag"),
-  option("--sync", "flag"),
-  option("--strict", "flag"),
+  ...["--chown", "--chmod", "--with"].map((name) => option(name, "value")),
+  ...["--verify", "--dry-run", "--sync", "--strict"].map((name) => option(name, "flag")),
   option("-v --verbose", "flag"),
   option("-h --help", "flag"),
 ];
@@ -90,9 +85,7 @@ export function parseCopyInvocation(args: readonly string[]): CopyInvocation | "
   const chmod = settings.last("chmod");
   return Object.freeze({
     mode,
-    sources: mode === "copy"
-      ? positional.slice(0, -1)
-      : settings.list("with").map((item) => item.value),
+    sources: mode === "copy" ? positional.slice(0, -1) : settings.list("with").map((w) => w.value),
     dest: dest ?? "",
     owner: chown === undefined ? null : parseFrom(chown, parseOwner),
     fileMode: chmod === undefined ? null : parseFrom(chmod, parseMode),

@@ -159,11 +159,8 @@ async function execute(invocation: CopyInvocation, groups: readonly Group[]): Pr
     if (dryRun) printOut(describeItem(item));
     else if (verbose) printErr(describeItem(item));
   };
-  const run = new CopyTree(
-    invocation,
-    (line) => printErr(`denit ${mode}: warning: ${line}`),
-    onItem,
-  );
+  const warn = (line: string) => printErr(`denit ${mode}: warning: ${line}`);
+  const run = new CopyTree(invocation, warn, onItem);
   const listeners = COPY_STOPS.map((name) => {
     const listener = () => run.interrupt(parseSignal(name));
     Deno.addSignalListener(name, listener);

@@ -139,13 +139,8 @@ function removeStaleTemps(dirFd: number): void {
 
 /** The source of a root, opened: a directory to walk, or one entry of its parent. */
 export type OpenedRoot =
-  | { readonly kind: "dir"; readonly fd: number; readonly stat: fs.PathStat }
-  | {
-    readonly kind: "entry";
-    readonly parentFd: number;
-    readonly name: Uint8Array;
-    readonly stat: fs.PathStat;
-  };
+  | { kind: "dir"; fd: number; stat: fs.PathStat }
+  | { kind: "entry"; parentFd: number; name: Uint8Array; stat: fs.PathStat };
 
 /** Opens SRC as the root says; a CopyError if it is missing or not what it must be. */
 export function openRoot(root: Root): OpenedRoot {
@@ -167,11 +162,8 @@ export function openRoot(root: Root): OpenedRoot {
     throw new CopyError(`Cannot copy the contents of "${root.src}": not a directory`);
   }
   if (stat.kind === "dir") {
-    return {
-      kind: "dir",
-      fd: must(fs.openDirectory(fs.AT_FDCWD, root.src, follow), "read", root.src),
-      stat,
-    };
+    const fd = must(fs.openDirectory(fs.AT_FDCWD, root.src, follow), "read", root.src);
+    return { kind: "dir", fd, stat };
   }
   const slash = trimmed.lastIndexOf("/");
   const parent = slash < 0 ? "." : slash === 0 ? "/" : root.src.slice(0, slash);
@@ -187,10 +179,9 @@ export function closeRoot(opened: OpenedRoot): void {
 function globHint(src: string): string {
   const star = /[*?[]/.exec(src);
   if (star === null) return "";
+  const [glob] = star;
   const dir = src.slice(0, src.lastIndexOf("/", star.index) + 1) || "./";
-  return `; no shell expanded "${
-    star[0]
-  }" here: to copy the contents of a directory, give "${dir}."`;
+  return `; no shell expanded "${glob}" here: to copy the contents of a directory, give "${dir}."`;
 }
 
 /** Where DEST lies relative to a source directory, by device and inode along its ".." chain. */

@@ -53,10 +53,7 @@ export function readiness(source: HealthSource): HttpResponse {
   if (s.state !== "running") return READINESS[s.state];
   const view = source.readiness();
   if (view === null || view.passing) return READINESS.running;
-  return {
-    status: 503,
-    body: `not ready: ${view.check}: ${view.lastResult ?? "not checked yet"}\n`,
-  };
+  return answer(503, `not ready: ${view.check}: ${view.lastResult ?? "not checked yet"}`);
 }
 
 const KNOWN_PATHS = new Set(["/healthz", "/livez", "/readyz", "/status", "/metrics"]);
@@ -160,9 +157,7 @@ export function metricsText(source: HealthSource): string {
     .map((outcome) => [`outcome="${outcome}"`, j[outcome]] as const);
   counter("denit_jobs_finished_total", "Jobs finished, by outcome.", outcomes);
   gauge("denit_jobs_running", "Jobs running now.", j?.running ?? null);
-  const signals: Samples = Object.entries(s.signalsForwarded).map((
-    [name, n],
-  ) => [`signal="${name}"`, n]);
+  const signals = Object.entries(s.signalsForwarded).map(([k, n]) => [`signal="${k}"`, n] as const);
   counter("denit_signals_forwarded_total", "Signals sent to the child.", signals);
   gauge("process_resident_memory_bytes", "Resident memory size in bytes.", p.residentBytes);
   gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", p.virtualBytes);

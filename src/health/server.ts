@@ -79,10 +79,6 @@ export function findHeadEnd(buffer: Uint8Array, from: number, to: number): numbe
   return -1;
 }
 
-type Parsed = { kind: "request"; request: HttpRequest } | { kind: "bad"; status: number };
-
-const BAD: Parsed = Object.freeze({ kind: "bad", status: 400 });
-
 /** Method, origin- or absolute-form target of visible ASCII, HTTP/1.x; linear (no backtracking). */
 const REQUEST_LINE =
   /^([A-Z]{1,16}) ((?:https?:\/\/[\x21-\x2e\x30-\x7e]*)?(\/[\x21-\x7e]*)) HTTP\/1\.[01]$/;
@@ -90,14 +86,14 @@ const REQUEST_LINE =
 const HEADER_NAME = /^[-!#$%&'*+.^_`|~0-9A-Za-z]+:/;
 const MAX_TARGET = 2048;
 
-/** Parses a request head without its empty line; headers' names are checked, values not read. */
-export function parseHead(text: string): Parsed {
+/** Parses a request head without its empty line (null: a bad one, 400); header values unread. */
+export function parseHead(text: string): HttpRequest | null {
   const lines = text.split("\n").map((line) => line.endsWith("\r") ? line.slice(0, -1) : line);
   const line = REQUEST_LINE.exec(lines[0] ?? "");
-  if (line === null || (line[2] ?? "").length > MAX_TARGET) return BAD;
-  if (!lines.slice(1).every((header) => HEADER_NAME.test(header))) return BAD;
+  if (line === null || (line[2] ?? "").length > MAX_TARGET) return null;
+  if (!lines.slice(1).every((header) => HEADER_NAME.test(header))) return null;
   const [, method = "", , target = "/"] = line;
-  return { kind: "request", request: { method, path: target.split("?")[0] ?? "/" } };
+  return { method, path: target.split("?")[0] ?? "/" };
 }
 
 /** The listening server; `close()` drops the listener and every connection at once. */
@@ -216,11 +212,9 @@ export class HttpServer {
         used += n;
       }
       // The head without the line ends of its final empty line.
-      const parsed = parseHead(decoder.decode(buffer.subarray(0, end)).replace(/[\r\n]+$/, ""));
-      if (parsed.kind === "bad") {
-        return await this.#reply(conn, { status: parsed.status, body: "" });
-      }
-      await this.#reply(conn, this.#respond(parsed.request), parsed.request.method === "HEAD");
+      const request = parseHead(decoder.decode(buffer.subarray(0, end)).replace(/[\r\n]+$/, ""));
+      if (request === null) return await this.#reply(conn, { status: 400, body: "" });
+      await this.#reply(conn, this.#respond(request), request.method === "HEAD");
     } catch {
       // Reset, cut off by its deadline or the cap, or at shutdown: nothing else to clean up.
     } finally {

@@ -370,20 +370,15 @@ async function perform(
       return ExitCode.OK;
     }
     default: {
-      // The header once the service answered: a failure prints nothing on stdout.
-      let header = false;
-      const printHeader = () => {
-        if (!header) printOut("ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND");
-        header = true;
-      };
+      // Printed once the service answered every page: a failure prints nothing on stdout.
+      const lines = ["ID\tSTATUS\tEXIT\tPID\tSTARTED\tFINISHED\tCOMMAND"];
       for await (const job of service.list()) {
-        printHeader();
         const exit = job.status === "RUNNING" ? "-" : job.signal || String(job.exitCode);
         const when = [time(job.startedAtMs), time(job.finishedAtMs)];
         const line = [job.id, job.status.toLowerCase(), exit, job.pid, ...when];
-        printOut([...line, job.argv.map(escapeControls).join(" ")].join("\t"));
+        lines.push([...line, job.argv.map(escapeControls).join(" ")].join("\t"));
       }
-      printHeader();
+      printOut(lines.join("\n"));
       return ExitCode.OK;
     }
   }

@@ -90,19 +90,10 @@ export interface KeeperOptions {
 
 /** The keeper's command line, the launcher's path first. */
 export function keeperArgv(launcher: string, o: KeeperOptions, argv: readonly string[]): string[] {
-  return [
-    launcher,
-    "job",
-    "keep",
-    o.dir,
-    String(o.seq),
-    String(o.cap),
-    ...(o.workDir === null ? [] : ["--cwd", o.workDir]),
-    ...(o.oomCount === null ? [] : ["--oom-count", o.oomCount]),
-    ...o.env.flatMap((entry) => ["--env", entry]),
-    "--",
-    ...argv,
-  ];
+  const head = [launcher, "job", "keep", o.dir, `${o.seq}`, `${o.cap}`];
+  if (o.workDir !== null) head.push("--cwd", o.workDir);
+  if (o.oomCount !== null) head.push("--oom-count", o.oomCount);
+  return [...head, ...o.env.flatMap((entry) => ["--env", entry]), "--", ...argv];
 }
 
 /** Whether the keeper a state names still runs: its pid, not a zombie, with its start time. */
@@ -228,9 +219,7 @@ export async function prepareSocketPath(socket: string): Promise<void> {
     if (err instanceof Deno.errors.NotFound) return;
     throw err;
   }
-  if (!info.isSocket) {
-    throw new Deno.errors.AlreadyExists(`"${socket}" exists and is not a socket`);
-  }
+  if (!info.isSocket) throw new Deno.errors.AlreadyExists(`"${socket}" exists and is not a socket`);
   try {
     const conn = await Deno.connect({ transport: "unix", path: socket });
     conn.close();

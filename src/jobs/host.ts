@@ -145,22 +145,12 @@ export class JobHost {
   }
 
   #startService(listenFd: number): void {
-    const { logArgs } = this.#settings;
+    const { logArgs, memory } = this.#settings;
     const launcher = launcherPath();
-    const argv = [
-      launcher,
-      "job",
-      "serve",
-      "--run-dir",
-      this.#dir,
-      "--listen-fd",
-      String(LISTEN_FD),
-      // Where the memory cgroup counts OOM kills: each job's keeper reads it (cause=oom).
-      ...(this.#settings.memory === null
-        ? []
-        : ["--oom-count", oomCountFile(this.#settings.memory)]),
-      ...logArgs,
-    ];
+    const argv = [launcher, "job", "serve", "--run-dir", this.#dir, "--listen-fd", `${LISTEN_FD}`];
+    // Where the memory cgroup counts OOM kills: each job's keeper reads it (cause=oom).
+    if (memory !== null) argv.push("--oom-count", oomCountFile(memory));
+    argv.push(...logArgs);
     const result = proc.spawn({
       path: encoder.encode(launcher),
       argv: argv.map((word) => encoder.encode(word)),

@@ -34,13 +34,8 @@ export const SILENT_CONNECTION_MS = 5000;
 /** Streams at once on one connection (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS). */
 const STREAMS_PER_CONNECTION = 16;
 
-const OPTIONS: readonly OptionSpec[] = [
-  option("--run-dir", "value"),
-  option("--listen-fd", "value"),
-  option("--oom-count", "value"),
-  option("--log-level", "value"),
-  option("--log-format", "value"),
-];
+const OPTIONS: readonly OptionSpec[] = "--run-dir --listen-fd --oom-count --log-level --log-format"
+  .split(" ").map((name) => option(name, "value"));
 
 /** HTTP/2's connection preface (RFC 9113 §3.4), then frames of a 9-byte head (§4.1). */
 const PREFACE_BYTES = 24;
@@ -104,9 +99,7 @@ function filtered(socket: Socket, filter: GoawayFilter): Duplex {
     },
   });
   socket.on("data", (chunk: Uint8Array) => {
-    for (const part of filter.filter(chunk)) {
-      if (!duplex.push(part)) socket.pause();
-    }
+    for (const part of filter.filter(chunk)) if (!duplex.push(part)) socket.pause();
   });
   socket.on("end", () => duplex.push(null));
   socket.on("close", () => duplex.destroy());

@@ -155,9 +155,10 @@ function findJobProcesses(pgid: number, known: Map<number, string>, members: boo
   return true;
 }
 
-/** A Cancel for a job whose keeper is gone: TERM and CONT now, KILL after the grace. */
+/** A Cancel for a job whose keeper is gone: TERM and CONT now, KILL after the grace; until gone. */
 async function stopJob(pgid: number, graceMs: number): Promise<void> {
   const known = new Map<number, string>();
+  // Signal 0 asks only whether anything is left.
   const signal = (signo: number, members = false) => {
     if (!findJobProcesses(pgid, known, members)) return sendSignal(-pgid, signo).ok;
     for (const [pid, start] of known) {
@@ -166,10 +167,12 @@ async function stopJob(pgid: number, graceMs: number): Promise<void> {
     }
     return known.size > 0;
   };
+  const killAt = performance.now() + graceMs;
   signal(SIGTERM, true);
-  signal(SIGCONT);
-  await new Promise((resolve) => setTimeout(resolve, graceMs));
-  while (signal(SIGKILL)) await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
+  for (let left = signal(SIGCONT); left;) {
+    await new Promise((resolve) => setTimeout(resolve, GROUP_POLL_MS));
+    left = signal(performance.now() >= killAt ? SIGKILL : 0);
+  }
 }
 
 export class JobService {
@@ -273,9 +276,7 @@ export class JobService {
     if (this.#stopping || this.#stopMarked()) {
       throw new JobsError("UNAVAILABLE", "denit is stopping: no new jobs");
     }
-    if (argv.length === 0 || argv[0] === "") {
-      throw invalid("argv is empty: name the program to run");
-    }
+    if (argv.length === 0 || argv[0] === "") throw invalid("argv is empty: name a program");
     if (argv.some((arg) => arg.includes("\0"))) throw invalid("argv holds a NUL byte");
     const env: string[] = [];
     for (const [key, value] of Object.entries(variables)) {
@@ -384,6 +385,7 @@ export class JobService {
       const at = { ...offsets };
       const files: Partial<Record<"stdout" | "stderr", Deno.FsFile>> = {};
       const buffer = new Uint8Array(OUTPUT_CHUNK);
+      const reached = () => ({ stdoutOffset: at.stdout, stderrOffset: at.stderr });
       try {
         for (;;) {
           let sent = false;
@@ -400,20 +402,13 @@ export class JobService {
             const n = await file.read(buffer.subarray(0, wanted));
             if (n === null || n === 0) continue;
             at[name] += n;
-            const offsets = { stdoutOffset: at.stdout, stderrOffset: at.stderr };
-            await out.write({ [name]: buffer.slice(0, n), ...offsets });
+            await out.write({ [name]: buffer.slice(0, n), ...reached() });
             sent = true;
           }
           if (out.gone) return;
           if (sent) continue;
           if (job.outputEnded) {
-            if (jobMessage(job).outputTruncated) {
-              await out.write({
-                stdoutOffset: at.stdout,
-                stderrOffset: at.stderr,
-                truncated: true,
-              });
-            }
+            if (jobMessage(job).outputTruncated) await out.write({ ...reached(), truncated: true });
             return;
           }
           await Promise.race([job.changed(), out.left]);
@@ -474,11 +469,9 @@ export class JobService {
     }
     const limit = Math.min(request.limit || LIST_PAGE_JOBS, LIST_PAGE_JOBS);
     const page: JobMessage[] = [];
-    for (let bytes = 0; page.length < jobs.length;) {
-      const job = jobs[page.length];
-      if (
-        job === undefined || page.length >= limit || (page.length > 0 && bytes >= LIST_PAGE_BYTES)
-      ) break;
+    let bytes = 0;
+    for (const job of jobs.slice(0, limit)) {
+      if (page.length > 0 && bytes >= LIST_PAGE_BYTES) break;
       page.push(jobMessage(job));
       bytes += job.record.argv.reduce((sum, arg) => sum + arg.length, 128);
     }

@@ -238,13 +238,7 @@ export class JobTable {
 
   counts(): JobCounts {
     const f = this.#forgotten;
-    const counts = {
-      running: 0,
-      started: f.succeeded + f.failed + f.cancelled,
-      succeeded: f.succeeded,
-      failed: f.failed,
-      cancelled: f.cancelled,
-    };
+    const counts = { running: 0, started: f.succeeded + f.failed + f.cancelled, ...f };
     for (const job of this.#jobs.values()) {
       counts.started++;
       if (job.status === "RUNNING") counts.running++;

@@ -43,30 +43,20 @@ export function explainExit(facts: ExitFacts): Explanation {
     return { cause: "oom", text: `${killed}: the kernel's OOM killer (${limit})` };
   }
   if (facts.stoppedBy === "timeout") {
-    return {
-      cause: "timeout",
-      text: `${killed}: denit's own, its deadline of ${
-        formatDuration(facts.timeoutMs ?? 0)
-      } passed`,
-    };
+    const deadline = formatDuration(facts.timeoutMs ?? 0);
+    return { cause: "timeout", text: `${killed}: denit's own, its deadline of ${deadline} passed` };
   }
   if (status.signo === SIGKILL && facts.stoppedBy === "grace") {
-    return {
-      cause: "grace",
-      text: `${killed}: denit's own, the grace period of ${
-        formatDuration(facts.graceMs ?? 0)
-      } ran out`,
-    };
+    const grace = formatDuration(facts.graceMs ?? 0);
+    return { cause: "grace", text: `${killed}: denit's own, the grace period of ${grace} ran out` };
   }
   const received = facts.forwarded.get(status.signo);
   if (received !== undefined) {
     const from = received === status.signo ? "" : ` (denit received ${signalName(received)})`;
     return { cause: "forwarded", text: `${killed}: forwarded by denit from outside${from}` };
   }
-  return {
-    cause: "external",
-    text: `${killed}: not sent by denit (the child, its own kin, or the kernel)`,
-  };
+  const text = `${killed}: not sent by denit (the child, its own kin, or the kernel)`;
+  return { cause: "external", text };
 }
 
 /** How long the OOM-kill count may still rise for another process reaped after a SIGKILL. */

@@ -65,10 +65,8 @@ export function resolveCommand(name: string, pathVariable: string | undefined): 
     denied ??= candidate;
   }
   if (denied !== null) {
-    throw new ExecError(
-      `Cannot start "${name}": permission denied on "${denied}"`,
-      ExitCode.NOT_EXECUTABLE,
-    );
+    const why = `Cannot start "${name}": permission denied on "${denied}"`;
+    throw new ExecError(why, ExitCode.NOT_EXECUTABLE);
   }
   throw new ExecError(`Cannot start "${name}": command not found`, ExitCode.NOT_FOUND);
 }

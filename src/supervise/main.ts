@@ -7,7 +7,7 @@ import { ExitCode } from "../common/exit_codes.ts";
 import {
   createLogger,
   escapeControls,
-  formatJsonLine,
+  lineFormat,
   type LogFormat,
   type Logger,
   printErr,
@@ -63,7 +63,7 @@ function askedFormat(args: readonly string[]): LogFormat {
 /** A configuration error: one line in the log format asked for; exit 2. */
 function configError(message: string, args: readonly string[], usage: boolean): number {
   if (askedFormat(args) === "json") {
-    printErr(formatJsonLine(Deno.pid, "error", message, usage ? { usage: USAGE_LINE } : {}));
+    printErr(lineFormat("json", Deno.pid)("error", message, usage ? { usage: USAGE_LINE } : {}));
   } else if (usage) {
     printUsageError(message, { prefix: "denit", line: USAGE_LINE, command: "denit" });
   } else {

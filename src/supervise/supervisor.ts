@@ -54,7 +54,8 @@ export class Supervisor {
   readonly #trap: ((point: FaultPoint) => void) | null;
   readonly #containerFileLimit: number;
   readonly #done = Promise.withResolvers<number>();
-  readonly #timers = new Map<machine.TimerName, () => void>();
+  /** The timers running: a timer whose token is no longer here was cancelled. */
+  readonly #timers = new Map<machine.TimerName, object>();
   readonly #forwarded = new Map<string, number>();
   /** Leftovers already sent each signal: every process gets a signal once. */
   readonly #signalled = new Map<number, Set<number>>();
@@ -345,11 +346,8 @@ export class Supervisor {
   #explain(status: proc.ExitStatus): void {
     const state = this.#state;
     const stopping = state.name === "stopping";
-    const stoppedBy = stopping && state.cause === "timeout"
-      ? "timeout"
-      : stopping && state.forced
-      ? "grace"
-      : null;
+    const forced = stopping && state.forced ? "grace" : null;
+    const stoppedBy = stopping && state.cause === "timeout" ? "timeout" : forced;
     const { graceMs, timeoutMs } = this.#config;
     const explanation = explainExit({
       status,
@@ -417,7 +415,7 @@ export class Supervisor {
       case "start-timer":
         return this.#startTimer(effect.timer, effect.ms);
       case "cancel-timer":
-        return this.#cancelTimer(effect.timer);
+        return void this.#timers.delete(effect.timer);
       case "hold-signal":
         return this.#hold(effect.signo, effect.ms);
       case "time-out":
@@ -489,36 +487,17 @@ export class Supervisor {
     }
   }
 
-  #cancelTimer(name: machine.TimerName): void {
-    // The first clearTimeout() loads Deno's timer code (common/delay.ts): only when one is set.
-    const cancel = this.#timers.get(name);
-    if (cancel === undefined) return;
-    cancel();
-    this.#timers.delete(name);
-  }
-
+  /** A quiet delay, not a timer (common/delay.ts): the reaper's wait keeps denit alive. */
   #startTimer(name: machine.TimerName, ms: number): void {
-    this.#cancelTimer(name);
-    const event: machine.Event = { type: `${name}-expired` };
-    const fire = () => {
+    const token = {};
+    this.#timers.set(name, token);
+    void quietDelay(ms).then(() => {
+      if (this.#timers.get(name) !== token) return; // cancelled, or started again since
       this.#timers.delete(name);
       this.#guard("timer", () => {
-        if (this.#childAlreadyEnded(name)) return;
-        this.#dispatch(event);
+        if (!this.#childAlreadyEnded(name)) this.#dispatch({ type: `${name}-expired` });
       });
-    };
-    if (name === "deadline") {
-      // Started with the child: a quiet delay, not a timer (common/delay.ts); the reaper's
-      // wait keeps denit alive meanwhile.
-      let cancelled = false;
-      this.#timers.set(name, () => cancelled = true);
-      void quietDelay(ms).then(() => {
-        if (!cancelled) fire();
-      });
-      return;
-    }
-    const timer = setTimeout(fire, ms);
-    this.#timers.set(name, () => clearTimeout(timer));
+    });
   }
 
   /** A deadline or grace timer after the child ended, before its reap: its status decides. */
@@ -662,7 +641,7 @@ export class Supervisor {
     this.#memory.close();
     this.#spawner?.close();
     this.#reapedLog?.close();
-    for (const name of [...this.#timers.keys()]) this.#cancelTimer(name);
+    this.#timers.clear();
     if (this.#sweepTimer !== null) clearTimeout(this.#sweepTimer);
     // The signals stay blocked: one arriving now waits, unread, until denit exits.
     this.#log.info("exiting", { code: exitCode });

@@ -6,6 +6,7 @@
 import { errorLine, orElse } from "../common/errors.ts";
 import type { Logger } from "../common/log.ts";
 import { formatDuration } from "../common/duration.ts";
+import { quietDelay } from "../common/delay.ts";
 import { dirname, randomHex } from "../common/paths.ts";
 import { pathExists } from "../sys/process.ts";
 
@@ -101,15 +102,9 @@ export async function writeTerminationLog(
     }
   }
   const bytes = new TextEncoder().encode(formatReport(report));
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<"timeout">((resolve) => {
-    timer = setTimeout(() => resolve("timeout"), WRITE_TIMEOUT_MS);
-  });
+  const timeout = quietDelay(WRITE_TIMEOUT_MS).then(() => "timeout" as const);
   try {
-    const outcome = await Promise.race([
-      writeWhole(path, bytes).then(() => "done" as const),
-      timeout,
-    ]);
+    const outcome = await Promise.race([writeWhole(path, bytes).then(() => "done"), timeout]);
     if (outcome === "timeout") {
       log.warn(
         `cannot write the termination message to ${path}: no answer in ${WRITE_TIMEOUT_MS} ms`,
@@ -119,7 +114,5 @@ export async function writeTerminationLog(
     // Deno's "Read-only file system (os error 30): writefile '...'": the system's words only.
     const reason = errorLine(err).replace(/: [a-z]+ '.*'$/, "");
     log.warn(`cannot write the termination message to ${path}: ${reason}`);
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -3,7 +3,8 @@
  * symlink: a directory swapped for a symlink cannot redirect a write.
  */
 
-import { DIRENT64, O, RLIMIT, STATX } from "./layout.ts";
+import { DIRENT64, O, STATX } from "./layout.ts";
+import { fileLimit, setFileLimit } from "./process.ts";
 import {
   type CallResult,
   checked,
@@ -33,7 +34,6 @@ const STATX_BASIC_STATS = 0x7ff; // linux/stat.h
 const SEEK_SET = 0; // unistd.h
 const SEEK_DATA = 3; // unistd.h
 const SEEK_HOLE = 4; // unistd.h
-const RLIMIT_NOFILE = 7; // bits/resource.h
 const EMPTY = new Uint8Array(1);
 
 export interface Timestamp {
@@ -381,7 +381,8 @@ export type Xattr = [Uint8Array, Uint8Array];
 
 /** A symlink's path for the l*xattr calls, through /proc/self/fd/DIR/NAME. */
 function linkPath(file: Exclude<Target, number>): Uint8Array {
-  return cString(concat(new TextEncoder().encode(`/proc/self/fd/${file.dirFd}/`), file.name));
+  const dir = new TextEncoder().encode(`/proc/self/fd/${file.dirFd}/`);
+  return cString(new Uint8Array([...dir, ...file.name]));
 }
 
 /** Extended attribute names and values, in listxattr's order (f*xattr, or l*xattr of a link). */
@@ -427,18 +428,8 @@ export function writeXattr(file: Target, attr: Uint8Array, value: Uint8Array): C
   );
 }
 
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
-}
-
 /** The soft limit of open files raised to the hard one: a deep tree holds one per level. */
 export function raiseFileLimit(): void {
-  const limits = new BigUint64Array(RLIMIT.bytes / 8);
-  if (libc.prlimit(0, RLIMIT_NOFILE, null, limits) !== 0) return;
-  if (limits[0] === limits[1]) return;
-  limits[0] = limits[1] ?? 0n;
-  libc.prlimit(0, RLIMIT_NOFILE, limits, null);
+  const { soft, hard } = fileLimit();
+  if (soft !== hard) setFileLimit({ soft: hard, hard });
 }

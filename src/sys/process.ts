@@ -128,7 +128,7 @@ export function fileLimit(): FileLimit {
   return { soft: limitValue(old[0] ?? 0n), hard: limitValue(old[1] ?? 0n) };
 }
 
-function setFileLimit(limit: FileLimit): CallResult {
+export function setFileLimit(limit: FileLimit): CallResult {
   const value = (n: number | null) => n === null ? 0xffffffffffffffffn : BigInt(n);
   const buffer = new BigUint64Array([value(limit.soft), value(limit.hard)]);
   return checked(libc.prlimit(0, RLIMIT_NOFILE, buffer, null));
@@ -255,10 +255,8 @@ export function spawn(request: SpawnRequest): SpawnResult {
     void environment; // its strings outlive posix_spawn
     if (code === 0) return { kind: "spawned", pid: pid[0] ?? 0 };
     // glibc reports a failed file action (here only tcsetpgrp, ENOTTY/EPERM) the same way.
-    const stage = request.foregroundFd !== undefined &&
-        (code === Errno.ENOTTY || code === Errno.EPERM)
-      ? "foreground"
-      : "exec";
+    const tty = code === Errno.ENOTTY || code === Errno.EPERM;
+    const stage = request.foregroundFd !== undefined && tty ? "foreground" : "exec";
     return { kind: "failed", errno: code, stage };
   } finally {
     if (limit !== null && limit.soft !== request.fileSoftLimit) setFileLimit(limit);
