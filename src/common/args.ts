@@ -195,18 +195,17 @@ function closest(name: string, candidates: readonly string[], limit: number): st
   return bestDistance <= limit ? best : null;
 }
 
-/** An environment variable with denit's prefix that no option reads, and the closest known. */
-export interface UnknownVariable {
-  readonly name: string;
-  readonly closest: string | null;
-}
-
-/** Variables starting with `prefix` that are not in `known`, each with the closest known name. */
+/** A warning for each variable starting with `prefix` not in `known`, with the closest known. */
 export function unknownVariables(
   env: Readonly<Record<string, string>>,
   prefix: string,
   known: readonly string[],
-): UnknownVariable[] {
-  return Object.keys(env).filter((name) => name.startsWith(prefix) && !known.includes(name))
-    .sort().map((name) => ({ name, closest: closest(name, known, 4) }));
+): string[] {
+  const unknown = Object.keys(env).filter((name) =>
+    name.startsWith(prefix) && !known.includes(name)
+  );
+  return unknown.sort().map((name) => {
+    const near = closest(name, known, 4);
+    return `unknown variable ${name} is ignored${near === null ? "" : `; did you mean ${near}?`}`;
+  });
 }

@@ -23,28 +23,13 @@ import { dirname } from "../common/paths.ts";
 import { describeProcess, readProcStat } from "../common/proc.ts";
 import { errorLine } from "../common/errors.ts";
 
-/** What `N.state` holds: the keeper's part. */
-export interface KeeperState {
-  readonly pid: number;
-  /** The keeper's own pid: Cancel asks it (SIGUSR1). */
-  readonly keeper: number;
-  /** The keeper's start time (proc(5) stat field 22): with its pid, who it is. */
-  readonly since: number;
-  /** The exit code; -1 while it runs or when a signal ended it. */
-  readonly exit: number;
-  /** The signal that ended it; 0 if none did. */
-  readonly signal: number;
-  readonly finished: number;
-  readonly truncated: number;
-  /** Bytes that could not be stored (a full or read-only disk). */
-  readonly lost: number;
-  /** The output ended: every writer of its pipes is gone. */
-  readonly ended: number;
-  /** 1: a SIGKILL while the memory cgroup counted an OOM kill (the kernel's OOM killer). */
-  readonly oom: number;
-}
-
-/** The state line's fields, in the keeper's order: `pid=P keeper=K exit=C ...`. */
+/**
+ * The state line `N.state`, the keeper's part, in its order: `pid=P keeper=K ...`, all numbers.
+ * `keeper` and `since`: its own pid (Cancel asks it) and start time (proc(5) stat field 22);
+ * `exit`: -1 while the job runs or when a signal (`signal`, else 0) ended it; `lost`: output
+ * bytes a full disk refused; `ended`: every writer of its pipes is gone; `oom` 1: a SIGKILL
+ * while the memory cgroup counted an OOM kill.
+ */
 export const STATE_FIELDS = [
   "pid",
   "keeper",
@@ -56,7 +41,10 @@ export const STATE_FIELDS = [
   "lost",
   "ended",
   "oom",
-] as const satisfies ReadonlyArray<keyof KeeperState>;
+] as const;
+
+/** What `N.state` holds. */
+export type KeeperState = { readonly [Field in typeof STATE_FIELDS[number]]: number };
 
 /** Parses a state line; null for anything else (a file being replaced, say). */
 export function parseState(text: string): KeeperState | null {

@@ -3,13 +3,8 @@
  * or at the first word that is not one (tini's `+` getopt): `denit ls -l` runs `ls -l`.
  */
 
-import {
-  type DrainCheck,
-  parseDrainCheck,
-  parseReadyCheck,
-  type ReadyCheck,
-} from "../common/ready.ts";
-import { DEFAULT_HEALTH, type ListenAddress, parseListenAddress } from "../common/address.ts";
+import { parseDrainCheck, parseReadyCheck } from "../common/ready.ts";
+import { DEFAULT_HEALTH, parseListenAddress } from "../common/address.ts";
 import {
   option,
   type OptionSpec,
@@ -30,39 +25,8 @@ export type FileLimitSetting =
   | { readonly kind: "max" }
   | { readonly kind: "value"; readonly value: number };
 
-/** Everything the supervisor needs, validated. */
-export interface Config {
-  readonly command: readonly string[];
-  readonly group: boolean;
-  /** signal number → signal number to send instead; 0 drops the signal. */
-  readonly rewrite: ReadonlyMap<number, number>;
-  readonly remapExit: ReadonlySet<number>;
-  readonly subreaper: boolean;
-  readonly pdeathsig: number | null;
-  readonly graceMs: number | null;
-  readonly killAfterMs: number;
-  readonly logLevel: LogLevel;
-  readonly health: ListenAddress | null;
-  readonly fileLimit: FileLimitSetting;
-  readonly shutdownDelayMs: number;
-  readonly drainWhile: DrainCheck | null;
-  /** `--kill-orphans`: SIGKILL this long after SIGTERM; null: off. */
-  readonly orphanGraceMs: number | null;
-  readonly timeoutMs: number | null;
-  /** "NAME[:GROUP]" or numbers, resolved later. */
-  readonly user: string | null;
-  readonly readyWhen: ReadyCheck | null;
-  readonly waitDescendants: boolean;
-  readonly terminationLog: string | null;
-  readonly warnReaped: boolean;
-  readonly logFormat: LogFormat;
-  readonly jobsSocket: string | null;
-  readonly jobsSpool: string;
-  readonly oomScoreAdj: number | null;
-  readonly stopSignal: number | null;
-  /** Lines to log once a logger exists (a misspelt DENIT_* variable, say). */
-  readonly warnings: readonly string[];
-}
+/** Everything the supervisor needs, validated (a null turns its feature off). */
+export type Config = ReturnType<typeof buildConfig>;
 
 export type Invocation =
   | { kind: "help" }
@@ -334,20 +298,18 @@ function buildConfig(
   command: readonly string[],
   settings: Settings,
   env: Readonly<Record<string, string>>,
-): Config {
+) {
   const tini = tiniAliases(env);
   const parseEach = <T>(key: string, parse: (text: string) => T) =>
     settings.list(key).map((item) => parseFrom(item, parse));
   const killAfterMs = parsed(settings, "kill-after", parseDuration) ?? DEFAULT_KILL_AFTER_MS;
-  const warnings = unknownVariables(env, "DENIT_", VARIABLES).map((unknown) =>
-    `unknown variable ${unknown.name} is ignored` +
-    (unknown.closest === null ? "" : `; did you mean ${unknown.closest}?`)
-  );
-  const config: Config = Object.freeze({
+  const warnings = unknownVariables(env, "DENIT_", VARIABLES);
+  const config = Object.freeze({
     command: Object.freeze([...command]),
     group: settings.flag("group") || tini.group,
-    rewrite: new Map(parseEach("rewrite", parseRewrite)),
-    remapExit: new Set(parseEach("remap-exit", parseExitCode)),
+    // signal number → signal number to send instead; 0 drops the signal
+    rewrite: new Map(parseEach("rewrite", parseRewrite)) as ReadonlyMap<number, number>,
+    remapExit: new Set(parseEach("remap-exit", parseExitCode)) as ReadonlySet<number>,
     subreaper: settings.flag("subreaper") || tini.subreaper,
     pdeathsig: parsed(settings, "pdeathsig", parseSignal),
     graceMs: limit(settings.last("grace")),
@@ -355,12 +317,13 @@ function buildConfig(
     logLevel: logLevel(settings, env),
     health: parsed(settings, "health-addr", parseListenAddress) ??
       (settings.flag("health") ? DEFAULT_HEALTH : null),
-    fileLimit: parsed(settings, "nofile", parseFileLimit) ?? { kind: "default" as const },
+    fileLimit: parsed(settings, "nofile", parseFileLimit) ??
+      { kind: "default" } as FileLimitSetting,
     shutdownDelayMs: limit(settings.last("shutdown-delay")) ?? 0,
     drainWhile: parsed(settings, "drain-while", parseDrainCheck),
     orphanGraceMs: orphanGrace(settings, killAfterMs),
     timeoutMs: limit(settings.last("timeout")),
-    user: settings.last("user")?.value.trim() ?? null,
+    user: settings.last("user")?.value.trim() ?? null, // USER[:GROUP], resolved later
     readyWhen: parsed(settings, "ready-when", parseReadyCheck),
     waitDescendants: settings.flag("wait-descendants"),
     terminationLog: settings.last("termination-log")?.value ?? null,
@@ -370,7 +333,7 @@ function buildConfig(
     jobsSpool: settings.last("jobs-spool")?.value ?? DEFAULT_JOBS_SPOOL,
     oomScoreAdj: parsed(settings, "oom-score-adj", parseOomScoreAdj),
     stopSignal: parsed(settings, "stop-signal", parseStopSignal),
-    warnings: Object.freeze(warnings),
+    warnings: Object.freeze(warnings), // logged once a logger exists
   });
   requireOthers(config, settings);
   return config;

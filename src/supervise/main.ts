@@ -258,9 +258,8 @@ function keepGoing(log: Logger): void {
   });
   globalThis.addEventListener("unhandledrejection", (event) => {
     event.preventDefault();
-    log.error("a rejection nobody handled; denit goes on", {
-      error: errorLine(event.reason, true),
-    });
+    const error = errorLine(event.reason, true);
+    log.error("a rejection nobody handled; denit goes on", { error });
   });
 }
 

@@ -30,8 +30,6 @@ import type { Spawner } from "./spawner.ts";
 import type { RunAs } from "../common/accounts.ts";
 import type { JobHost } from "../jobs/host.ts";
 
-/** Sweeps of leftovers after reaping are at least this far apart (each reads /proc). */
-const SWEEP_INTERVAL_MS = 20;
 /** After an unexpected failure of a reap round, the next one waits this long. */
 const REAP_RETRY_MS = 100;
 /** How often `--drain-while` checks whether a held stop may go on. */
@@ -80,11 +78,9 @@ export class Supervisor {
   #exitedAtMs: number | null = null;
   #reaped = 0;
   #jobs: JobHost | null = null;
-  #lastSweepMs = -Infinity;
   /** Orphans come to denit: it is PID 1 or a subreaper (its own, or made one by its parent). */
   #adopts = false;
   #spawner: Spawner | null = null;
-  #sweepTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(config: Config, log: Logger, signals: SignalReader, options: SupervisorOptions) {
     this.#config = config;
@@ -565,22 +561,9 @@ export class Supervisor {
     this.#killLeftovers(SIGKILL, false, named.map((p) => p.pid));
   }
 
-  /** A sweep asked by the machine; those that follow reaping are spaced SWEEP_INTERVAL_MS. */
+  /** A sweep asked by the machine. */
   #sweep(signo: number, timer?: machine.KillTimer): void {
     if (timer !== undefined) this.#killTimer = timer;
-    const now = performance.now();
-    if (now - this.#lastSweepMs < SWEEP_INTERVAL_MS) {
-      this.#sweepTimer ??= setTimeout(() => {
-        this.#sweepTimer = null;
-        this.#guard("timer", () => {
-          if (this.#state.name === "exited" && !this.#finished) {
-            this.#sweep(this.#state.phase === "terminating" ? SIGTERM : SIGKILL);
-          }
-        });
-      }, SWEEP_INTERVAL_MS);
-      return;
-    }
-    this.#lastSweepMs = now;
     this.#killLeftovers(signo, true);
   }
 
@@ -642,7 +625,6 @@ export class Supervisor {
     this.#spawner?.close();
     this.#reapedLog?.close();
     this.#timers.clear();
-    if (this.#sweepTimer !== null) clearTimeout(this.#sweepTimer);
     // The signals stay blocked: one arriving now waits, unread, until denit exits.
     this.#log.info("exiting", { code: exitCode });
     this.#done.resolve(exitCode);
