@@ -226,13 +226,18 @@ static int take(int pipe_fd, int file, long long *stored, long long cap, struct 
   return 1;
 }
 
+/* The processes a walk found, parents before their children. */
+struct tree {
+  pid_t *pids;
+  size_t count, room;
+};
+
 /*
- * `signo` to every descendant of `pid` (its children as /proc lists them for each of its
- * threads, and theirs): a process the job started in a session or group of its own (setsid)
- * is the keeper's descendant still, as the keeper adopts its orphans. Children before their
- * parent: a parent the signal ends first would hand its children to the keeper unread.
+ * Appends every descendant of `pid` (its children as /proc lists them for each of its threads,
+ * and theirs): a process the job started in a session or group of its own (setsid) is the
+ * keeper's descendant still, as the keeper adopts its orphans.
  */
-static void signal_tree(pid_t pid, int signo) {
+static void walk(pid_t pid, struct tree *tree) {
   char path[64], text[4096];
   snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
   DIR *tasks = opendir(path);
@@ -250,17 +255,34 @@ static void signal_tree(pid_t pid, int signo) {
     for (char *at = text, *end; *at != '\0'; at = end) {
       long child = strtol(at, &end, 10);
       if (end == at) break;
-      signal_tree((pid_t)child, signo);
-      kill((pid_t)child, signo);
-      kill((pid_t)child, SIGCONT); /* a stopped process takes TERM too */
+      if (tree->count == tree->room) {
+        size_t room = tree->room == 0 ? 64 : tree->room * 2;
+        pid_t *grown = realloc(tree->pids, room * sizeof *grown);
+        if (grown == NULL) break; /* what was found is signalled; the group gets it too */
+        tree->pids = grown;
+        tree->room = room;
+      }
+      tree->pids[tree->count++] = (pid_t)child;
+      walk((pid_t)child, tree);
     }
   }
   closedir(tasks);
 }
 
-/* `signo` to every process the job started, wherever it went, then to the job's group. */
+/*
+ * `signo` to every process the job started, wherever it went, then to the job's group. The tree
+ * is read whole first: a parent signalled before its children were read could end and hand them
+ * to the keeper unseen. A parent is signalled before its children: one that restarts a child
+ * which ends has its own signal by then.
+ */
 static void signal_job(pid_t pgid, int signo) {
-  signal_tree(getpid(), signo);
+  struct tree tree = {0};
+  walk(getpid(), &tree);
+  for (size_t i = 0; i < tree.count; i++) {
+    kill(tree.pids[i], signo);
+    kill(tree.pids[i], SIGCONT); /* a stopped process takes TERM too */
+  }
+  free(tree.pids);
   kill(-pgid, signo);
 }
 

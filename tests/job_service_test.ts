@@ -663,6 +663,9 @@ Deno.test("job service: Cancel ends the whole job: what it started with setsid, 
     const job = await call<Job>((cb) => c.Run({ id: "escapes", argv: ["sh", "-c", escapes] }, cb));
     const escaped = Number((await outputMatches(c, "escapes", /^\d+\n$/)).trim());
     started.push(job.pid, escaped);
+    // Out of the job's group by then (setsid(1) runs sleep after setsid(2)): the group's signal
+    // cannot reach it.
+    await waitUntil(() => cmdline(escaped)[0] === "sleep", "the escaped process runs sleep");
     let done = await call<Job>((cb) => c.Cancel({ id: "escapes", graceMs: 60_000 }, cb));
     assertEquals([done.status, done.signal], ["CANCELLED", "SIGTERM"]);
     assertOk(!exists(escaped), "the setsid process outlived the Cancel");
