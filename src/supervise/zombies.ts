@@ -54,9 +54,8 @@ export async function scanZombies(
     if (before.has(pid)) byParent.set(info.ppid, (byParent.get(info.ppid) ?? 0) + 1);
   }
   const total = [...byParent.values()].reduce((sum, count) => sum + count, 0);
-  const parents = [...byParent].sort((a, b) => b[1] - a[1]).slice(0, TOP_PARENTS).map((
-    [pid, zombies],
-  ) => ({ pid, name: describeProcess(pid).name, zombies }));
+  const top = [...byParent].sort((a, b) => b[1] - a[1]).slice(0, TOP_PARENTS);
+  const parents = top.map(([pid, zombies]) => ({ pid, name: describeProcess(pid).name, zombies }));
   return { total, parents, seen };
 }
 
@@ -92,10 +91,8 @@ export class ReapedLog {
     if (nowMs - this.#windowStartMs >= 1000) this.#flush(nowMs);
     if (this.#shown < REAPED_LINES_PER_SECOND) {
       this.#shown++;
-      this.#log.warn("reaped a process that was not the main child", {
-        pid,
-        status: describeStatus(status),
-      });
+      const fields = { pid, status: describeStatus(status) };
+      this.#log.warn("reaped a process that was not the main child", fields);
       return;
     }
     this.#suppressed++;
