@@ -42,22 +42,17 @@ function parsePolled(text: string): PolledCheck | null {
   return null;
 }
 
-/** Parses tcp:PORT, http:PORT/PATH, file:PATH or `word`; throws RangeError otherwise. */
-function parseCheck<W extends "notify" | "jobs">(text: string, word: W): PolledCheck | { kind: W } {
+/** Parses tcp:PORT, http:PORT/PATH, file:PATH or `word` (notify, jobs); else a RangeError. */
+export function parseCheck<W extends "notify" | "jobs">(
+  text: string,
+  word: W,
+): PolledCheck | { kind: W } {
   if (text.trim() === word) return { kind: word };
   const check = parsePolled(text);
   if (check !== null) return check;
   throw new RangeError(
     `Invalid check "${text}": use tcp:PORT, http:PORT/PATH, file:PATH or ${word}`,
   );
-}
-
-export function parseReadyCheck(text: string): ReadyCheck {
-  return parseCheck(text, "notify");
-}
-
-export function parseDrainCheck(text: string): DrainCheck {
-  return parseCheck(text, "jobs");
 }
 
 /** The check as written on the command line. */

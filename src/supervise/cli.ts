@@ -3,7 +3,7 @@
  * or at the first word that is not one (tini's `+` getopt): `denit ls -l` runs `ls -l`.
  */
 
-import { parseDrainCheck, parseReadyCheck } from "../common/ready.ts";
+import { parseCheck } from "../common/ready.ts";
 import { DEFAULT_HEALTH, parseListenAddress } from "../common/address.ts";
 import {
   option,
@@ -320,11 +320,11 @@ function buildConfig(
     fileLimit: parsed(settings, "nofile", parseFileLimit) ??
       { kind: "default" } as FileLimitSetting,
     shutdownDelayMs: limit(settings.last("shutdown-delay")) ?? 0,
-    drainWhile: parsed(settings, "drain-while", parseDrainCheck),
+    drainWhile: parsed(settings, "drain-while", (text) => parseCheck(text, "jobs")),
     orphanGraceMs: orphanGrace(settings, killAfterMs),
     timeoutMs: limit(settings.last("timeout")),
     user: settings.last("user")?.value.trim() ?? null, // USER[:GROUP], resolved later
-    readyWhen: parsed(settings, "ready-when", parseReadyCheck),
+    readyWhen: parsed(settings, "ready-when", (text) => parseCheck(text, "notify")),
     waitDescendants: settings.flag("wait-descendants"),
     terminationLog: settings.last("termination-log")?.value ?? null,
     warnReaped: settings.flag("warn-reaped"),
