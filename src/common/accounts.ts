@@ -2,19 +2,6 @@
 
 import { orElse } from "./errors.ts";
 
-export interface PasswdEntry {
-  readonly name: string;
-  readonly uid: number;
-  readonly gid: number;
-  readonly home: string;
-}
-
-export interface GroupEntry {
-  readonly name: string;
-  readonly gid: number;
-  readonly members: readonly string[];
-}
-
 function lines(file: string): string[][] {
   // No such database (distroless images may lack /etc/group): numbers only.
   const text = orElse(() => Deno.readTextFileSync(file), "");
@@ -24,7 +11,7 @@ function lines(file: string): string[][] {
 }
 
 /** The entries of ROOT/etc/passwd with numeric ids; none if it cannot be read. */
-export function passwd(root = ""): PasswdEntry[] {
+function passwd(root: string) {
   return lines(`${root}/etc/passwd`).flatMap(([name = "", , uid = "", gid = "", , home = ""]) =>
     /^\d+$/.test(uid) && /^\d+$/.test(gid)
       ? [{ name, uid: Number(uid), gid: Number(gid), home }]
@@ -33,7 +20,7 @@ export function passwd(root = ""): PasswdEntry[] {
 }
 
 /** The entries of ROOT/etc/group with a numeric id; none if it cannot be read. */
-export function groups(root = ""): GroupEntry[] {
+function groups(root: string) {
   return lines(`${root}/etc/group`).flatMap(([name = "", , gid = "", members = ""]) =>
     /^\d+$/.test(gid)
       ? [{ name, gid: Number(gid), members: members.split(",").filter((m) => m !== "") }]

@@ -32,12 +32,6 @@ export interface Scan {
   readonly positional: readonly string[];
 }
 
-/** How scanning treats the first word that is not an option. */
-export interface ScanOptions {
-  /** true: it and everything after it are positional (`denit ls -l`, like getopt's "+"). */
-  readonly stopAtPositional: boolean;
-}
-
 /** Splits "-gsv" into "-g", "-s", "-v" and "-rTERM:QUIT" into "-r", "TERM:QUIT". */
 function expandShort(arg: string, names: ReadonlyMap<string, OptionSpec>): string[] {
   const out: string[] = [];
@@ -52,11 +46,14 @@ function expandShort(arg: string, names: ReadonlyMap<string, OptionSpec>): strin
   return out;
 }
 
-/** Scans argv; throws UsageError for an unknown option or a missing value. */
+/**
+ * Scans argv; throws UsageError for an unknown option or a missing value. `stopAtPositional`: the
+ * first word that is not an option and all after it are positional (`denit ls -l`, getopt's "+").
+ */
 export function scanArgs(
   args: readonly string[],
   specs: readonly OptionSpec[],
-  options: ScanOptions,
+  options: { readonly stopAtPositional: boolean },
 ): Scan {
   const names = new Map(specs.flatMap((spec) => spec.names.map((name) => [name, spec] as const)));
   const flags = new Map<string, number>();

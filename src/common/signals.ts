@@ -48,14 +48,8 @@ export const SIGNAL_NAMES = Object.freeze(ROWS.map(([name]) => name));
 
 export type SignalName = typeof ROWS[number][0];
 
-export interface SignalPolicy {
-  readonly name: SignalName;
-  readonly signo: number;
-  readonly action: SignalAction;
-  readonly why: string;
-}
-
-export const SIGNAL_TABLE: readonly SignalPolicy[] = Object.freeze(
+/** The policy by row: name, number, action and why. */
+export const SIGNAL_TABLE = Object.freeze(
   ROWS.map(([name, action, why], i) => Object.freeze({ name, signo: i + 1, action, why })),
 );
 

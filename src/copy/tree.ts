@@ -68,16 +68,19 @@ export interface PlanItem {
   readonly detail: string;
 }
 
-export interface CopySummary {
-  files: number;
-  dirs: number;
-  links: number;
-  hardlinks: number;
-  bytes: number;
-  unchanged: number;
-  skipped: number;
-  xattrMisses: number;
-}
+const NOTHING_COPIED = {
+  files: 0,
+  dirs: 0,
+  links: 0,
+  hardlinks: 0,
+  bytes: 0,
+  unchanged: 0,
+  skipped: 0,
+  xattrMisses: 0,
+};
+
+/** What a copy did, for its summary line. */
+export type CopySummary = typeof NOTHING_COPIED;
 
 /** Entries walked between two turns of the event loop, where a stop signal is heard. */
 const SIGNAL_TURN_ENTRIES = 256;
@@ -256,16 +259,7 @@ export class CopyTree {
   #pending: Pending[] = [];
   /** Descriptors of existing directories, used by what is pending: closed at the end. */
   #held: number[] = [];
-  readonly summary: CopySummary = {
-    files: 0,
-    dirs: 0,
-    links: 0,
-    hardlinks: 0,
-    bytes: 0,
-    unchanged: 0,
-    skipped: 0,
-    xattrMisses: 0,
-  };
+  readonly summary: CopySummary = { ...NOTHING_COPIED };
 
   constructor(
     options: TreeOptions,

@@ -2,14 +2,7 @@
 import { readProcStat } from "../common/proc.ts";
 
 /** The Prometheus client conventions' process figures. */
-export interface ProcessStats {
-  readonly residentBytes: number;
-  readonly virtualBytes: number;
-  readonly startTimeSeconds: number;
-  readonly cpuSecondsTotal: number;
-  readonly openFds: number;
-  readonly maxFds: number;
-}
+export type ProcessStats = Readonly<ReturnType<typeof readProcessStats>>;
 
 // sysconf(_SC_CLK_TCK) is 100 on every Linux architecture denit supports.
 const CLOCK_TICKS = 100;
@@ -40,7 +33,7 @@ export class ProcessStatsCache {
 }
 
 /** Reads the figures now; any that /proc does not give reads as 0. */
-export function readProcessStats(): ProcessStats {
+function readProcessStats() {
   const status = Deno.readTextFileSync("/proc/self/status");
   const stat = readProcStat("self");
   // proc(5): utime is field 14, stime 15, starttime 22.

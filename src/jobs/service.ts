@@ -52,21 +52,8 @@ function invalid(message: string): JobsError {
   return new JobsError("INVALID_ARGUMENT", message);
 }
 
-export interface JobMessage {
-  id: string;
-  status: string;
-  argv: readonly string[];
-  pid: number;
-  exitCode: number;
-  signal: string;
-  startedAtMs: number;
-  finishedAtMs: number;
-  stdoutBytes: number;
-  stderrBytes: number;
-  outputTruncated: boolean;
-  /** "oom" when the kernel's OOM killer ended it; "" otherwise. */
-  cause: string;
-}
+/** A job as the contract's Job message carries it. */
+export type JobMessage = ReturnType<typeof jobMessage>;
 
 export interface OutputMessage {
   stdout?: Uint8Array;
@@ -96,7 +83,7 @@ export interface ListFields {
   ids: readonly string[];
 }
 
-function jobMessage(job: Job): JobMessage {
+function jobMessage(job: Job) {
   const { record: r, state: s, end } = job;
   return {
     id: r.id,
@@ -110,7 +97,7 @@ function jobMessage(job: Job): JobMessage {
     stdoutBytes: job.stdoutBytes,
     stderrBytes: job.stderrBytes,
     outputTruncated: s !== null && (s.truncated === 1 || s.lost > 0),
-    cause: s?.oom === 1 ? "oom" : "",
+    cause: s?.oom === 1 ? "oom" : "", // "oom": the kernel's OOM killer ended it
   };
 }
 

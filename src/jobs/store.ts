@@ -36,13 +36,6 @@ export interface JobRecord {
 /** The exit code of a job whose end its keeper never recorded: how it ended cannot be known. */
 export const LOST_EXIT = 125;
 
-/** How a job ended: the exit code (-1 for a signal), the signal (0 for an exit), and when. */
-export interface JobEnd {
-  readonly exit: number;
-  readonly signal: number;
-  readonly atMs: number;
-}
-
 /** A spool file's size; 0 if it is not there (not written yet, or forgotten). */
 function sizeOf(path: string): number {
   return orElse(() => Deno.lstatSync(path).size, 0);
@@ -84,8 +77,8 @@ export class Job {
     return this.state?.pid ?? 0;
   }
 
-  /** How it ended, as its keeper recorded it, or as the service found it lost; null: it runs. */
-  get end(): JobEnd | null {
+  /** How it ended (exit -1: by a signal; signal 0: an exit), or was found lost; null: it runs. */
+  get end(): { exit: number; signal: number; atMs: number } | null {
     const s = this.state;
     if (s !== null && (s.exit >= 0 || s.signal > 0)) {
       return { exit: s.exit, signal: s.signal, atMs: s.finished };

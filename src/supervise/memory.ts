@@ -117,8 +117,8 @@ export class MemoryWatch {
     // Without a memory limit there is no OOM killer's choice to steer.
     if (this.#closed || !(urgent || this.#limit() !== null)) return;
     try {
-      const drop = await dropExecutablePages();
-      this.#log.debug("dropped the runtime's idle code pages", { mappings: drop.mappings });
+      const mappings = await dropExecutablePages();
+      this.#log.debug("dropped the runtime's idle code pages", { mappings });
     } catch (err: unknown) {
       // Only memory stays as it was: nothing else depends on it.
       this.#log.debug("cannot drop code pages", { error: errorLine(err, true) });

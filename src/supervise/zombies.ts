@@ -21,16 +21,10 @@ export const ZOMBIE_SCAN_LIMIT = 4096;
 export const ZOMBIE_SCAN_SLICE = 128;
 const TOP_PARENTS = 5;
 
-/** A parent that leaves zombies unreaped. */
-export interface ZombieParent {
-  readonly pid: number;
-  readonly name: string;
-  readonly zombies: number;
-}
-
 export interface ZombieReport {
   readonly total: number;
-  readonly parents: readonly ZombieParent[];
+  /** Parents that leave zombies unreaped, most first. */
+  readonly parents: ReadonlyArray<{ pid: number; name: string; zombies: number }>;
   /** Every zombie seen (counted or not): the next scan counts those it sees again. */
   readonly seen: ReadonlySet<number>;
 }

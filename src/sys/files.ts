@@ -50,23 +50,6 @@ export type FileKind =
   | "char-device"
   | "block-device";
 
-/** statx of an entry (never following a final symlink). */
-export interface PathStat {
-  readonly kind: FileKind;
-  /** Permission bits, setuid/setgid/sticky included (mode & 07777). */
-  readonly mode: number;
-  readonly uid: number;
-  readonly gid: number;
-  readonly size: number;
-  readonly nlink: number;
-  /** 512-byte blocks allocated: fewer than size/512 means holes. */
-  readonly blocks: number;
-  readonly ino: bigint;
-  readonly dev: string;
-  readonly atime: Timestamp;
-  readonly mtime: Timestamp;
-}
-
 const KINDS: ReadonlyMap<number, FileKind> = new Map([
   [0o100000, "file"], // S_IFREG
   [0o040000, "dir"], // S_IFDIR
@@ -81,31 +64,34 @@ const KINDS: ReadonlyMap<number, FileKind> = new Map([
 const statxBuffer = new Uint8Array(STATX.bytes);
 const statxView = new DataView(statxBuffer.buffer);
 
-function statx(dirFd: number, name: Uint8Array, flags: number): Outcome<PathStat> {
-  const rc = libc.statx(dirFd, name, flags, STATX_BASIC_STATS, statxBuffer);
-  if (rc !== 0) return { ok: false, errno: errno() };
-  const view = statxView;
+/** What the statx buffer holds after a call. */
+function decodeStatx(view: DataView) {
   const mode = view.getUint16(STATX.mode, true);
   const time = (offset: number): Timestamp => ({
     sec: view.getBigInt64(offset, true), // tv_sec
     nsec: view.getUint32(offset + 8, true), // tv_nsec
   });
   return {
-    ok: true,
-    value: {
-      kind: KINDS.get(mode & 0o170000) ?? "file",
-      mode: mode & 0o7777,
-      uid: view.getUint32(STATX.uid, true),
-      gid: view.getUint32(STATX.gid, true),
-      size: Number(view.getBigUint64(STATX.size, true)),
-      nlink: view.getUint32(STATX.nlink, true),
-      blocks: Number(view.getBigUint64(STATX.blocks, true)),
-      ino: view.getBigUint64(STATX.ino, true),
-      dev: `${view.getUint32(STATX.devMajor, true)}:${view.getUint32(STATX.devMinor, true)}`,
-      atime: time(STATX.atime),
-      mtime: time(STATX.mtime),
-    },
+    kind: KINDS.get(mode & 0o170000) ?? "file",
+    mode: mode & 0o7777, // permission bits, setuid, setgid and sticky included
+    uid: view.getUint32(STATX.uid, true),
+    gid: view.getUint32(STATX.gid, true),
+    size: Number(view.getBigUint64(STATX.size, true)),
+    nlink: view.getUint32(STATX.nlink, true),
+    blocks: Number(view.getBigUint64(STATX.blocks, true)), // of 512 bytes: fewer means holes
+    ino: view.getBigUint64(STATX.ino, true),
+    dev: `${view.getUint32(STATX.devMajor, true)}:${view.getUint32(STATX.devMinor, true)}`,
+    atime: time(STATX.atime),
+    mtime: time(STATX.mtime),
   };
+}
+
+/** statx of an entry (never following a final symlink). */
+export type PathStat = Readonly<ReturnType<typeof decodeStatx>>;
+
+function statx(dirFd: number, name: Uint8Array, flags: number): Outcome<PathStat> {
+  const rc = libc.statx(dirFd, name, flags, STATX_BASIC_STATS, statxBuffer);
+  return rc === 0 ? { ok: true, value: decodeStatx(statxView) } : { ok: false, errno: errno() };
 }
 
 export function statAt(dirFd: number, name: Uint8Array): Outcome<PathStat> {

@@ -7,10 +7,6 @@ import { libc } from "./symbols.ts";
 
 const MADV_DONTNEED = 4; // asm-generic/mman-common.h
 
-export interface Drop {
-  readonly mappings: number;
-}
-
 /**
  * The executable's text (r-xp) and first read-only segment (r--p at offset 0) from
  * /proc/self/maps; never RELRO, whose pages the loader wrote.
@@ -34,8 +30,8 @@ export async function trimHeap(): Promise<boolean> {
   return await libc.malloc_trim(0n) === 1;
 }
 
-/** Drops the executable's clean pages from this process, on a thread of the runtime. */
-export async function dropExecutablePages(): Promise<Drop> {
+/** Drops the executable's clean pages from this process, on a runtime thread: how many mappings. */
+export async function dropExecutablePages(): Promise<number> {
   const mappings = droppableMappings(
     await Deno.readTextFile("/proc/self/maps"),
     await Deno.readLink("/proc/self/exe"),
@@ -43,5 +39,5 @@ export async function dropExecutablePages(): Promise<Drop> {
   const results = await Promise.all(
     mappings.map(([start, end]) => libc.madvise(start, end - start, MADV_DONTNEED)),
   );
-  return { mappings: results.filter((rc) => rc === 0).length };
+  return results.filter((rc) => rc === 0).length;
 }
