@@ -12,7 +12,9 @@ export function dropThreadPrivileges(
   gid: number,
   groups: readonly number[],
 ): string | null {
-  const list = new Uint32Array(groups); // gid_t list[]
+  // gid_t list[], over V8's 64-byte on-heap limit: a collection in between cannot move it.
+  const list = new Uint32Array(Math.max(groups.length, 32));
+  list.set(groups);
   const pointer = addressOf(list);
   const steps: Array<[string, bigint, bigint, bigint, bigint]> = [
     ["setgroups", BigInt(SYS.setgroups), BigInt(groups.length), pointer, 0n],

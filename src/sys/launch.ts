@@ -5,48 +5,33 @@
 
 import { closeFd, cString, libc } from "./symbols.ts";
 
-export const LAUNCH_VARIABLE = "DENIT_LAUNCH";
+const LAUNCH_VARIABLE = "DENIT_LAUNCH";
 
 /** signal.h's SIGTERM (common/signals.ts has it too, but sys/ may not import common/). */
 const SIGTERM = 15;
 
-export interface Launch {
-  /** denit's arguments, byte for byte (the runtime's Deno.args replaced what is not UTF-8). */
-  readonly args: readonly Uint8Array[];
-  /** "NAME=VALUE" entries moved out of the runtime's way, to go back into the environment. */
-  readonly moved: readonly Uint8Array[];
-  /** Variables the launcher set for the runtime, to be removed again. */
-  readonly added: readonly string[];
-  /** The open-file soft limit the container set (the runtime raised its own). */
-  readonly fileSoftLimit: number;
-  /** Where the real stderr waits while the runtime's is a pipe (on a terminal); else null. */
-  readonly stderr: number | null;
-  /** The launcher's process that copies that pipe to the terminal; null with no pipe. */
-  readonly copier: number | null;
-  readonly restored: readonly string[];
-}
-
 /** DENIT_LAUNCH's parts; null if it is not the launcher's. */
-export function parseLaunchVariable(
-  value: string | undefined,
-): { memfd: number; fileSoftLimit: number; stderr: number | null; copier: number | null } | null {
+function parseLaunchVariable(value: string | undefined) {
   const match = /^(\d+):(\d+):(-1|\d+):(-1|\d+)$/.exec(value ?? "");
   if (match === null) return null;
   const stderr = Number(match[3]);
   const copier = Number(match[4]);
   return {
     memfd: Number(match[1]),
+    /** The open-file soft limit the container set (the runtime raised its own). */
     fileSoftLimit: Number(match[2]),
+    /** Where the real stderr waits while the runtime's is a pipe (on a terminal); else null. */
     stderr: stderr < 0 ? null : stderr,
+    /** The launcher's process that copies that pipe to the terminal; null with no pipe. */
     copier: copier <= 0 ? null : copier,
   };
 }
 
 /** The memfd's entries: the count of arguments, the arguments, moved entries, "", added names. */
-export function parseLaunch(
+function parseLaunch(
   bytes: Uint8Array,
-  variable: { fileSoftLimit: number; stderr: number | null; copier: number | null },
-): Omit<Launch, "restored"> {
+  variable: NonNullable<ReturnType<typeof parseLaunchVariable>>,
+) {
   const entries: Uint8Array[] = [];
   for (let start = 0; start < bytes.length;) {
     const end = bytes.indexOf(0, start);
@@ -55,22 +40,27 @@ export function parseLaunch(
   }
   const decoder = new TextDecoder();
   const count = Number(decoder.decode(entries[0] ?? new Uint8Array()));
-  const args = entries.slice(1, 1 + count);
   const rest = entries.slice(1 + count);
   const blank = rest.findIndex((entry) => entry.length === 0);
   return {
-    args,
+    /** denit's arguments, byte for byte (the runtime's Deno.args replaced what is not UTF-8). */
+    args: entries.slice(1, 1 + count),
+    /** "NAME=VALUE" entries moved out of the runtime's way, to go back into the environment. */
     moved: blank < 0 ? rest : rest.slice(0, blank),
+    /** Variables the launcher set for the runtime, to be removed again. */
     added: blank < 0 ? [] : rest.slice(blank + 1).map((entry) => decoder.decode(entry)),
     ...variable,
   };
 }
 
+/** What the launcher handed over; `restored`, the names put back into the environment. */
+export type Launch = Readonly<ReturnType<typeof parseLaunch> & { restored: readonly string[] }>;
+
 /** What the launcher handed over, the container's environment put back; null without it. */
 export function readLaunch(): Launch | null {
   const variable = parseLaunchVariable(Deno.env.get(LAUNCH_VARIABLE));
   if (variable === null) return null;
-  let launch: Omit<Launch, "restored">;
+  let launch: ReturnType<typeof parseLaunch>;
   try {
     launch = parseLaunch(Deno.readFileSync(`/proc/self/fd/${variable.memfd}`), variable);
   } catch {
@@ -82,7 +72,7 @@ export function readLaunch(): Launch | null {
 }
 
 /** The launcher's variables go, the moved ones come back byte for byte; the names put back. */
-function restoreEnvironment(launch: Omit<Launch, "restored">): string[] {
+function restoreEnvironment(launch: ReturnType<typeof parseLaunch>): string[] {
   for (const name of launch.added) Deno.env.delete(name);
   const restored: string[] = [];
   for (const entry of launch.moved) {
