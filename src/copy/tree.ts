@@ -241,12 +241,6 @@ interface Dir {
   touched: boolean;
 }
 
-/** What waits for the end of the walk (a rename, attributes), and what a failure before it undoes. */
-interface Pending {
-  readonly run: () => void;
-  readonly undo: (() => void) | null;
-}
-
 /** One copy; `run` once per group of roots into one DEST. */
 export class CopyTree {
   readonly #options: TreeOptions;
@@ -256,7 +250,8 @@ export class CopyTree {
   /** Hard-linked sources copied: "dev:ino" → the open copy, to link their other names to. */
   readonly #linked = new Map<string, number>();
   readonly #warned = new Set<string>();
-  #pending: Pending[] = [];
+  /** What waits for the end of the walk (a rename, attributes), and what a failure undoes. */
+  #pending: Array<{ run: () => void; undo: (() => void) | null }> = [];
   /** Descriptors of existing directories, used by what is pending: closed at the end. */
   #held: number[] = [];
   readonly summary: CopySummary = { ...NOTHING_COPIED };

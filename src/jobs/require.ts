@@ -3,13 +3,9 @@
  * global `require`: provided from node:module, right before the job half loads.
  */
 
-interface WithRequire {
-  require?: unknown;
-}
-
 /** Sets `globalThis.require` (once) so that bundled CommonJS can load Node's built-ins. */
 export async function provideRequire(): Promise<void> {
-  const scope = globalThis as WithRequire;
+  const scope = globalThis as { require?: unknown };
   if (scope.require !== undefined) return;
   const { createRequire } = await import("node:module");
   scope.require = createRequire(import.meta.url);
