@@ -42,6 +42,7 @@ function parseLaunch(
   const count = Number(decoder.decode(entries[0] ?? new Uint8Array()));
   const rest = entries.slice(1 + count);
   const blank = rest.findIndex((entry) => entry.length === 0);
+  const { memfd: _closed, ...handed } = variable; // the memfd is closed once read
   return {
     /** denit's arguments, byte for byte (the runtime's Deno.args replaced what is not UTF-8). */
     args: entries.slice(1, 1 + count),
@@ -49,7 +50,7 @@ function parseLaunch(
     moved: blank < 0 ? rest : rest.slice(0, blank),
     /** Variables the launcher set for the runtime, to be removed again. */
     added: blank < 0 ? [] : rest.slice(blank + 1).map((entry) => decoder.decode(entry)),
-    ...variable,
+    ...handed,
   };
 }
 
