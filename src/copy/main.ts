@@ -9,18 +9,8 @@ import { buildCache } from "./cache.ts";
 import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
 import { CopyError, CopyInterrupted, ensure, fail, must } from "./file.ts";
 import { basename, dirname, join, randomHex, resolve } from "../common/paths.ts";
-import {
-  closeRoot,
-  type CopySummary,
-  CopyTree,
-  describeItem,
-  type OpenedRoot,
-  openRoot,
-  placeOf,
-  type PlanItem,
-  removeTree,
-  type Root,
-} from "./tree.ts";
+import { closeRoot, CopyTree, describeItem, openRoot, placeOf, removeTree } from "./tree.ts";
+import type { CopySummary, OpenedRoot, PlanItem, Root } from "./tree.ts";
 
 const encoder = new TextEncoder();
 

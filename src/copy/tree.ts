@@ -6,17 +6,8 @@
 import * as fs from "../sys/files.ts";
 import { printable } from "../common/log.ts";
 import { randomHex } from "../common/paths.ts";
-import {
-  CopyError,
-  copyFile,
-  type CopyOptions,
-  ensure,
-  finish,
-  must,
-  putInPlace,
-  StopFlag,
-  type XattrMiss,
-} from "./file.ts";
+import { CopyError, copyFile, ensure, finish, must, putInPlace, StopFlag } from "./file.ts";
+import type { CopyOptions, XattrMiss } from "./file.ts";
 
 const encoder = new TextEncoder();
 
@@ -28,11 +19,6 @@ function display(base: string, name: Uint8Array): string {
 /** A temporary name: `.denit-` and 12 hex digits, 19 bytes whatever the final name. */
 function tempName(): Uint8Array {
   return encoder.encode(`.denit-${randomHex(6)}`);
-}
-
-/** True for a name `tempName()` makes: what a killed earlier run left behind. */
-function isTempName(name: Uint8Array): boolean {
-  return name.length === 19 && /^\.denit-[0-9a-f]{12}$/.test(new TextDecoder().decode(name));
 }
 
 /** Byte-wise order of names (a stable order for plans and tests); 0 only for equal names. */
@@ -132,11 +118,13 @@ export function removeTree(dirFd: number, name: Uint8Array): void {
   fs.removeEntry(dirFd, name, true);
 }
 
-/** Removes what a killed earlier run left in a directory. */
+/** Removes what a killed earlier run left in a directory: names `tempName()` makes. */
 function removeStaleTemps(dirFd: number): void {
   const listed = fs.listDirectory(dirFd);
-  for (const entry of listed.ok ? listed.value : []) {
-    if (isTempName(entry.name)) removeTree(dirFd, entry.name);
+  for (const { name } of listed.ok ? listed.value : []) {
+    const temp = name.length === 19 &&
+      /^\.denit-[0-9a-f]{12}$/.test(new TextDecoder().decode(name));
+    if (temp) removeTree(dirFd, name);
   }
 }
 

@@ -1,13 +1,8 @@
 /** /healthz (/livez), /readyz, /status, /metrics over the supervisor's snapshot, on its thread. */
 
 import type { ListenAddress } from "../common/address.ts";
-import type {
-  HealthHandle,
-  HealthOptions,
-  Snapshot,
-  SnapshotSource,
-  StatusSettings,
-} from "../common/snapshot.ts";
+import type { HealthHandle, HealthOptions } from "../common/snapshot.ts";
+import type { Snapshot, SnapshotSource, StatusSettings } from "../common/snapshot.ts";
 import { VERSION } from "../common/version.ts";
 import { type ProcessStats, ProcessStatsCache } from "./proc_stats.ts";
 import type { Readiness, ReadyView } from "./readiness.ts";
@@ -72,7 +67,7 @@ export function statusDocument(source: HealthSource, nowMs: number): Record<stri
     },
     child: {
       pid: s.pid,
-      startedAt: s.startedAtMs === null ? null : new Date(s.startedAtMs).toISOString(),
+      startedAt: iso(s.startedAtMs),
       uptimeSeconds: s.startedAtMs === null
         ? null
         : seconds((s.exitedAtMs ?? nowMs) - s.startedAtMs),

@@ -6,12 +6,8 @@
 import { randomHex } from "../common/paths.ts";
 import { readProcStat } from "../common/proc.ts";
 import { probe } from "../common/probe.ts";
-import {
-  formatCheck,
-  type PolledCheck,
-  READY_INTERVAL_MS,
-  type ReadyCheck,
-} from "../common/ready.ts";
+import { formatCheck, READY_INTERVAL_MS } from "../common/ready.ts";
+import type { PolledCheck, ReadyCheck } from "../common/ready.ts";
 import type { DatagramSocket } from "../sys/datagram.ts";
 
 /** What /readyz and /status read. */

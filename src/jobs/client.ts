@@ -46,13 +46,9 @@ within --wait.`;
 
 const OPTIONS: readonly OptionSpec[] = [
   option("--socket", "value", "DENIT_JOBS_SOCKET"),
-  option("--id", "value"),
-  option("-w --workdir", "value"),
-  option("-e --env", "value"),
-  option("--grace", "value"),
   option("--wait", "value", "DENIT_JOB_WAIT"),
-  option("-f --follow", "flag"),
-  option("-h --help", "flag"),
+  ...["--id", "-w --workdir", "-e --env", "--grace"].map((names) => option(names, "value")),
+  ...["-f --follow", "-h --help"].map((names) => option(names, "flag")),
 ];
 
 /** The answers of the unary calls. */

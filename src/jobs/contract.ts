@@ -91,11 +91,6 @@ export function keeperLives(state: KeeperState): boolean {
   return keeper.startTime === String(state.since) && !"ZX?".includes(keeper.state);
 }
 
-/** Whether the state says the job runs: not finished, and its keeper lives. */
-export function stillRuns(state: KeeperState): boolean {
-  return state.finished === 0 && keeperLives(state);
-}
-
 /** Where `denit job` and `denit bridge` look for the service unless told (the README's path). */
 export const DEFAULT_JOBS_SOCKET = "/run/denit/jobs.sock";
 

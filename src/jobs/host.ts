@@ -90,7 +90,8 @@ export class JobHost {
     const read = () => JSON.parse(Deno.readTextFileSync(`${this.#dir}/${contract.COUNTS_FILE}`));
     const counts: JobCounts = orElse(read, none); // not written yet: no job ran
     if (this.#servicePid > 0) return counts;
-    const running = keeperStates(this.#dir).filter(contract.stillRuns).length;
+    const running =
+      keeperStates(this.#dir).filter((s) => s.finished === 0 && contract.keeperLives(s)).length;
     return { ...counts, running };
   }
 

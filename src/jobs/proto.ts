@@ -11,11 +11,7 @@ export const JOBS_SERVICE = "denit.jobs.v1.Jobs";
 export function jobsDefinition(): grpc.ServiceDefinition {
   // Field names in camelCase (workDir for work_dir), as proto-loader gives them by default.
   const root = protobuf.parse(JOBS_PROTO).root;
-  const definitions = fromJSON(root.toJSON(), {
-    longs: Number,
-    enums: String,
-    defaults: true,
-  });
+  const definitions = fromJSON(root.toJSON(), { longs: Number, enums: String, defaults: true });
   const service = definitions[JOBS_SERVICE];
   if (service === undefined || !("Run" in service)) {
     throw new Error(`${JOBS_SERVICE} is missing from the contract`);

@@ -15,15 +15,8 @@ import { launcherPath } from "../common/paths.ts";
 import { connectionWaiting } from "../sys/listener.ts";
 import { fileLimit } from "../sys/process.ts";
 import { jobsDefinition } from "./proto.ts";
-import {
-  type JobMessage,
-  JobsError,
-  JobService,
-  type ListFields,
-  MAX_REQUEST_BYTES,
-  type Outlet,
-  type RunFields,
-} from "./service.ts";
+import { JobsError, JobService, MAX_REQUEST_BYTES } from "./service.ts";
+import type { JobMessage, ListFields, Outlet, RunFields } from "./service.ts";
 
 /** Connections at once; beyond them a new one is closed at once (clients retry). */
 export const MAX_CONNECTIONS = 64;

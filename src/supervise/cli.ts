@@ -5,15 +5,8 @@
 
 import { parseCheck } from "../common/ready.ts";
 import { DEFAULT_HEALTH, parseListenAddress } from "../common/address.ts";
-import {
-  option,
-  type OptionSpec,
-  parseFrom,
-  scanArgs,
-  Settings,
-  type Sourced,
-  unknownVariables,
-} from "../common/args.ts";
+import { option, parseFrom, scanArgs, Settings, unknownVariables } from "../common/args.ts";
+import type { OptionSpec, Sourced } from "../common/args.ts";
 import { parseDuration } from "../common/duration.ts";
 import { UsageError } from "../common/errors.ts";
 import { LOG_LEVELS, type LogFormat, type LogLevel } from "../common/log.ts";
@@ -141,27 +134,27 @@ export const VARIABLES: readonly string[] = [
   "DENIT_LOG_LEVEL",
 ];
 
-function parseLogFormat(text: string): LogFormat {
-  const format = text.trim().toLowerCase();
-  if (format === "text" || format === "json") return format;
-  throw new RangeError(`Invalid log format "${text}": use text or json`);
+/** One of `choices`, case and blanks aside; `what` names the value in the error. */
+function oneOf<T extends string>(text: string, choices: readonly T[], what: string): T {
+  const found = choices.find((choice) => choice === text.trim().toLowerCase());
+  const list = choices.join(", ").replace(/, (?=\w+$)/, " or ");
+  if (found === undefined) throw new RangeError(`Invalid ${what} "${text}": use ${list}`);
+  return found;
 }
+
+const FORMATS: readonly LogFormat[] = ["text", "json"];
 
 /** sockaddr_un holds 107 bytes of path and a NUL. */
 const MAX_SOCKET_PATH_BYTES = 107;
 
 function parseSocketPath(text: string): string {
-  if (!text.startsWith("/")) {
-    throw new RangeError(
-      `Invalid socket path "${text}": use an absolute path, like /run/denit/jobs.sock`,
-    );
-  }
   const bytes = new TextEncoder().encode(text).length;
-  if (bytes > MAX_SOCKET_PATH_BYTES) {
-    throw new RangeError(
-      `Invalid socket path "${text}": ${bytes} bytes, a Unix socket's path holds at most ${MAX_SOCKET_PATH_BYTES}`,
-    );
-  }
+  const why = !text.startsWith("/")
+    ? "use an absolute path, like /run/denit/jobs.sock"
+    : bytes > MAX_SOCKET_PATH_BYTES
+    ? `${bytes} bytes, a Unix socket's path holds at most ${MAX_SOCKET_PATH_BYTES}`
+    : null;
+  if (why !== null) throw new RangeError(`Invalid socket path "${text}": ${why}`);
   return text;
 }
 
@@ -186,24 +179,11 @@ function parseRewrite(text: string): [number, number] {
   return [signo, to.trim() === "0" ? 0 : parseSignal(to)];
 }
 
-/** The stop signal must reach denit (KILL and STOP never do) to start a stop. */
-function parseStopSignal(text: string): number {
-  return forwardedSignal(text, `stop signal "${text}"`);
-}
-
 function parseExitCode(text: string): number {
   if (!/^\d{1,3}$/.test(text.trim()) || Number(text) > 255) {
     throw new RangeError(`Invalid exit code "${text}": use 0 to 255`);
   }
   return Number(text);
-}
-
-function parseLogLevel(text: string): LogLevel {
-  const found = LOG_LEVELS.find((level) => level === text.trim().toLowerCase());
-  if (found === undefined) {
-    throw new RangeError(`Invalid log level "${text}": use ${LOG_LEVELS.join(", ")}`);
-  }
-  return found;
 }
 
 function parseFileLimit(text: string): FileLimitSetting {
@@ -260,37 +240,28 @@ function parsed<T>(settings: Settings, key: string, parse: (text: string) => T):
 
 /** DENIT_LOG_LEVEL (else TINI_VERBOSITY, else warn), raised once per -v. */
 function logLevel(settings: Settings, env: Readonly<Record<string, string>>): LogLevel {
-  const variable = env.DENIT_LOG_LEVEL;
-  const base = variable !== undefined && variable.trim() !== ""
-    ? parseFrom({ value: variable, from: "DENIT_LOG_LEVEL" }, parseLogLevel)
-    : tiniAliases(env).level ?? "warn";
+  const variable = { value: env.DENIT_LOG_LEVEL ?? "", from: "DENIT_LOG_LEVEL" };
+  const base = variable.value.trim() === ""
+    ? tiniAliases(env).level ?? "warn"
+    : parseFrom(variable, (t) => oneOf(t, LOG_LEVELS, "log level"));
   const index = LOG_LEVELS.indexOf(base) + settings.count("verbose");
   return LOG_LEVELS[Math.min(index, LOG_LEVELS.length - 1)] ?? "debug";
 }
 
 /** The checks that need another option: refused with the option that is missing. */
 function requireOthers(config: Config, settings: Settings): void {
-  const from = (key: string) => settings.last(key)?.from;
+  const need = (name: string, what: string) => {
+    const from = settings.last(name.split(" ")[0] ?? "")?.from;
+    throw new UsageError(`Option "--${name}" needs ${what} (from ${from})`);
+  };
   if (config.readyWhen !== null && config.health === null) {
-    throw new UsageError(
-      `Option "--ready-when" needs the health endpoint: add --health or --health-addr (from ${
-        from("ready-when")
-      })`,
-    );
+    need("ready-when", "the health endpoint: add --health or --health-addr");
   }
   if (config.drainWhile !== null && config.shutdownDelayMs === 0) {
-    throw new UsageError(
-      `Option "--drain-while" needs --shutdown-delay, the longest it may hold a stop (from ${
-        from("drain-while")
-      })`,
-    );
+    need("drain-while", "--shutdown-delay, the longest it may hold a stop");
   }
   if (config.drainWhile?.kind === "jobs" && config.jobsSocket === null) {
-    throw new UsageError(
-      `Option "--drain-while jobs" needs the job service: add --jobs-socket (from ${
-        from("drain-while")
-      })`,
-    );
+    need("drain-while jobs", "the job service: add --jobs-socket");
   }
 }
 
@@ -328,11 +299,12 @@ function buildConfig(
     waitDescendants: settings.flag("wait-descendants"),
     terminationLog: settings.last("termination-log")?.value ?? null,
     warnReaped: settings.flag("warn-reaped"),
-    logFormat: parsed(settings, "log-format", parseLogFormat) ?? "text",
+    logFormat: parsed(settings, "log-format", (t) => oneOf(t, FORMATS, "log format")) ?? "text",
     jobsSocket: parsed(settings, "jobs-socket", parseSocketPath),
     jobsSpool: settings.last("jobs-spool")?.value ?? DEFAULT_JOBS_SPOOL,
     oomScoreAdj: parsed(settings, "oom-score-adj", parseOomScoreAdj),
-    stopSignal: parsed(settings, "stop-signal", parseStopSignal),
+    // It must reach denit (KILL and STOP never do) to start a stop.
+    stopSignal: parsed(settings, "stop-signal", (t) => forwardedSignal(t, `stop signal "${t}"`)),
     warnings: Object.freeze(warnings), // logged once a logger exists
   });
   requireOthers(config, settings);

@@ -4,16 +4,7 @@ import { formatAddress } from "../common/address.ts";
 import { formatCheck } from "../common/ready.ts";
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
-import {
-  createLogger,
-  escapeControls,
-  lineFormat,
-  type LogFormat,
-  type Logger,
-  printErr,
-  printOut,
-  printUsageError,
-} from "../common/log.ts";
+import * as logging from "../common/log.ts";
 import type { HealthHandle, HealthStarter } from "../common/snapshot.ts";
 import type { Launch } from "../sys/launch.ts";
 import { blockedSignals, SignalReader, unblockable } from "../sys/signals.ts";
@@ -50,7 +41,7 @@ function nameProcess(): void {
 }
 
 /** The log format asked for, read without the rest of the command line (which may be wrong). */
-function askedFormat(args: readonly string[]): LogFormat {
+function askedFormat(args: readonly string[]): logging.LogFormat {
   let format = Deno.env.get("DENIT_LOG_FORMAT");
   for (let i = 0; i < args.length && args[i] !== "--"; i++) {
     const arg = args[i] ?? "";
@@ -63,11 +54,13 @@ function askedFormat(args: readonly string[]): LogFormat {
 /** A configuration error: one line in the log format asked for; exit 2. */
 function configError(message: string, args: readonly string[], usage: boolean): number {
   if (askedFormat(args) === "json") {
-    printErr(lineFormat("json", Deno.pid)("error", message, usage ? { usage: USAGE_LINE } : {}));
+    logging.printErr(
+      logging.lineFormat("json", Deno.pid)("error", message, usage ? { usage: USAGE_LINE } : {}),
+    );
   } else if (usage) {
-    printUsageError(message, { prefix: "denit", line: USAGE_LINE, command: "denit" });
+    logging.printUsageError(message, { prefix: "denit", line: USAGE_LINE, command: "denit" });
   } else {
-    printErr(`denit: ${escapeControls(message)}`);
+    logging.printErr(`denit: ${logging.escapeControls(message)}`);
   }
   return ExitCode.USAGE;
 }
@@ -87,18 +80,18 @@ export async function superviseMain(
     return configError(err.message, args, true);
   }
   if (invocation.kind === "help") {
-    printOut(HELP);
+    logging.printOut(HELP);
     return ExitCode.OK;
   }
   if (invocation.kind === "version") {
-    printOut(`denit ${VERSION} (deno ${Deno.version.deno})`);
+    logging.printOut(`denit ${VERSION} (deno ${Deno.version.deno})`);
     return ExitCode.OK;
   }
   // A signal the launcher left unblocked means no launcher, unless this thread cannot block it.
   const blocked = blockedSignals();
   const open = READ_SIGNALS.filter((signo) => !blocked.has(signo));
   if (launch === null || (open.length > 0 && open.length !== unblockable(open).length)) {
-    printErr(
+    logging.printErr(
       "denit: started without its launcher, which blocks the signals denit forwards before " +
         "the runtime starts: run the denit executable (the image's /denit, dist/denit), not " +
         "its bundle with deno run",
@@ -118,7 +111,7 @@ export async function superviseMain(
       return configError(err.message, args, false);
     }
   }
-  const log = createLogger(config.logLevel, Deno.pid, config.logFormat);
+  const log = logging.createLogger(config.logLevel, Deno.pid, config.logFormat);
   for (const warning of config.warnings) log.warn(warning);
   const names = launch.restored.join(",");
   if (names !== "") log.debug("put back what the launcher kept from the runtime", { names });
@@ -133,7 +126,7 @@ export async function superviseMain(
 /** The supervisor and what runs beside it (the health endpoint, the job service), then the run. */
 async function run(
   config: Config,
-  log: Logger,
+  log: logging.Logger,
   context: SuperviseContext,
   options: { runAs: RunAs | null; fileSoftLimit: number; launch: Launch },
 ): Promise<number> {
@@ -179,7 +172,7 @@ async function run(
 /** The job service (jobs/host.ts), loaded only with --jobs-socket. */
 async function startJobs(
   config: Config,
-  log: Logger,
+  log: logging.Logger,
   supervisor: Supervisor,
 ): Promise<JobHost | null> {
   if (config.jobsSocket === null) return null;
@@ -206,7 +199,7 @@ async function startJobs(
 
 async function startHealth(
   config: Config,
-  log: Logger,
+  log: logging.Logger,
   context: SuperviseContext,
   supervisor: Supervisor,
 ): Promise<HealthHandle | null> {
@@ -251,7 +244,7 @@ function optionHint(name: string): string {
 }
 
 /** Once the child runs, nothing but its end may end denit: an uncaught error is one line. */
-function keepGoing(log: Logger): void {
+function keepGoing(log: logging.Logger): void {
   globalThis.addEventListener("error", (event) => {
     event.preventDefault();
     log.error("an uncaught error; denit goes on", { error: errorLine(event.error, true) });
@@ -266,7 +259,7 @@ function keepGoing(log: Logger): void {
 async function supervise(
   config: Config,
   supervisor: Supervisor,
-  log: Logger,
+  log: logging.Logger,
   launch: Launch,
   child: { runAs: RunAs | null; variables: Readonly<Record<string, string>> },
 ): Promise<number> {

@@ -22,7 +22,7 @@ const OOM_SETTLE_POLL_MS = 10;
 /** One per denit: the cgroup is found once, here, and the job service's host is handed it. */
 export class MemoryWatch {
   readonly #log: Logger;
-  readonly #cgroup = cgroups.findMemoryCgroup();
+  readonly cgroup: cgroups.MemoryCgroup | null = cgroups.findMemoryCgroup();
   /** The counts taken while the child lived: its SIGKILL is an OOM kill only if one rose since. */
   readonly #ledger = new OomLedger();
   #facts: MemoryFacts | null = null;
@@ -32,17 +32,13 @@ export class MemoryWatch {
     this.#log = log;
   }
 
-  get cgroup(): cgroups.MemoryCgroup | null {
-    return this.#cgroup;
-  }
-
   /**
    * Takes the OOM-kill count unless `pid` is on its way out: the OOM killer sends SIGKILL before
    * it counts, so a count that holds the child's kill is never taken for another's.
    */
   refresh(pid: number | null): void {
-    if (this.#cgroup === null) return;
-    const count = cgroups.readOomKills(this.#cgroup);
+    if (this.cgroup === null) return;
+    const count = cgroups.readOomKills(this.cgroup);
     if (pid !== null && isEnding(pid)) return;
     this.#ledger.taken(count, performance.now());
   }
@@ -58,13 +54,13 @@ export class MemoryWatch {
         });
       }
     }
-    if (this.#cgroup !== null) {
-      const oomGroup = cgroups.readOomGroup(this.#cgroup);
-      this.#facts = Object.freeze({ cgroup: this.#cgroup.version, limitBytes: null, oomGroup });
+    if (this.cgroup !== null) {
+      const oomGroup = cgroups.readOomGroup(this.cgroup);
+      this.#facts = Object.freeze({ cgroup: this.cgroup.version, limitBytes: null, oomGroup });
       if (oomGroup === true) {
         this.#log.warn(
           "memory.oom.group is 1: an OOM kill ends every process of this container, denit too, so cause=oom cannot be reported",
-          { cgroup: this.#cgroup.dir },
+          { cgroup: this.cgroup.dir },
         );
       }
     }
@@ -86,12 +82,12 @@ export class MemoryWatch {
 
   /** The limit as it is now (an in-place resize changes it); null: none. */
   #limit(): number | null {
-    return this.#cgroup === null ? null : cgroups.readMemoryLimit(this.#cgroup);
+    return this.cgroup === null ? null : cgroups.readMemoryLimit(this.cgroup);
   }
 
   /** Other processes died of SIGKILL: the count is read until their rises can come no more. */
   async otherKilled(count: number, livePid: () => number | null): Promise<void> {
-    if (this.#cgroup === null) return;
+    if (this.cgroup === null) return;
     for (let i = 0; i < count; i++) this.#ledger.otherKilled(performance.now());
     this.refresh(livePid());
     while (!this.#closed && this.#ledger.unsettled(performance.now())) {
@@ -104,9 +100,9 @@ export class MemoryWatch {
   /** Whether the child's end was the OOM killer's, and the limit then (read only for SIGKILL). */
   judge(status: ExitStatus): { oomKilled: boolean; memoryLimit: number | null } {
     const killed = status.kind === "signaled" && status.signo === SIGKILL;
-    if (!killed || this.#cgroup === null) return { oomKilled: false, memoryLimit: null };
+    if (!killed || this.cgroup === null) return { oomKilled: false, memoryLimit: null };
     const oomKilled = this.#ledger.childKilled(
-      cgroups.readOomKills(this.#cgroup),
+      cgroups.readOomKills(this.cgroup),
       performance.now(),
     );
     return { oomKilled, memoryLimit: oomKilled ? this.#limit() : null };

@@ -15,14 +15,7 @@ import { childrenOf, formatProcesses, leftovers, otherProcesses } from "./leftov
 import * as machine from "./machine.ts";
 import { REAP_BATCH, type Reaped, type ReapRound, reapRound } from "./reaper.ts";
 import type { SignalReader } from "../sys/signals.ts";
-import {
-  ReapedLog,
-  scanZombies,
-  ZOMBIE_SCAN_MS,
-  ZOMBIE_WARN_EVERY_MS,
-  type ZombieReport,
-  zombieWarning,
-} from "./zombies.ts";
+import * as zombies from "./zombies.ts";
 import { explainExit, type Explanation } from "./cause.ts";
 import { MemoryWatch } from "./memory.ts";
 import type { MemoryCgroup } from "../sys/cgroup.ts";
@@ -49,8 +42,7 @@ export class Supervisor {
   readonly #config: Config;
   readonly #log: Logger;
   readonly #signals: SignalReader;
-  readonly #trap: ((point: FaultPoint) => void) | null;
-  readonly #containerFileLimit: number;
+  readonly #options: SupervisorOptions;
   readonly #done = Promise.withResolvers<number>();
   /** The timers running: a timer whose token is no longer here was cancelled. */
   readonly #timers = new Map<machine.TimerName, object>();
@@ -67,8 +59,8 @@ export class Supervisor {
   /** The grace period (or a deadline without one) ended in SIGKILL to everything. */
   #forcedKill = false;
   #killTimer: machine.KillTimer = "kill-after";
-  readonly #reapedLog: ReapedLog | null;
-  #zombies: ZombieReport = { total: 0, parents: [], seen: new Set() };
+  readonly #reapedLog: zombies.ReapedLog | null;
+  #zombies: zombies.ZombieReport = { total: 0, parents: [], seen: new Set() };
   #zombieWarnedAtMs = -Infinity;
   #zombiesCheckedAtMs: number | null = null;
   /** Signals sent to the child, each with the one received for it (for the exit cause). */
@@ -86,13 +78,11 @@ export class Supervisor {
     this.#config = config;
     this.#log = log;
     this.#signals = signals;
-    this.#trap = options.trap ?? null;
-    this.#containerFileLimit = options.containerFileLimit;
-    this.#reapedLog = config.warnReaped ? new ReapedLog(log) : null;
+    this.#options = options;
+    this.#reapedLog = config.warnReaped ? new zombies.ReapedLog(log) : null;
     this.#memory = new MemoryWatch(log);
   }
 
-  /** The memory cgroup, found once (the job service's host reads its OOM-kill count too). */
   get memoryCgroup(): MemoryCgroup | null {
     return this.#memory.cgroup;
   }
@@ -185,7 +175,7 @@ export class Supervisor {
   /** Work an event started once the child runs: a throw is one error line, denit goes on. */
   #guard(point: FaultPoint, work: () => void): void {
     try {
-      this.#trap?.(point);
+      this.#options.trap?.(point);
       work();
     } catch (err: unknown) {
       this.#log.error(`${point} failed; denit goes on`, { error: errorLine(err, true) });
@@ -237,25 +227,25 @@ export class Supervisor {
     const setting = this.#config.fileLimit;
     const { hard } = proc.fileLimit();
     if (setting.kind === "max") return hard;
-    const soft = setting.kind === "value" ? setting.value : this.#containerFileLimit;
+    const soft = setting.kind === "value" ? setting.value : this.#options.containerFileLimit;
     return Math.min(soft, hard ?? Infinity);
   }
 
   /** Every ZOMBIE_SCAN_MS: zombies denit cannot reap, then idle code pages under a limit. */
   async #zombieLoop(): Promise<void> {
     while (!this.#finished) {
-      await quietDelay(ZOMBIE_SCAN_MS);
+      await quietDelay(zombies.ZOMBIE_SCAN_MS);
       try {
-        this.#trap?.("zombie-scan");
-        const report = await scanZombies(Deno.pid, () => quietDelay(1), this.#zombies.seen);
+        this.#options.trap?.("zombie-scan");
+        const report = await zombies.scanZombies(Deno.pid, () => quietDelay(1), this.#zombies.seen);
         if (this.#finished) return;
         this.#zombies = report;
         this.#zombiesCheckedAtMs = Date.now();
         if (this.#livePid() !== null) this.#memory.refresh(this.#livePid());
         const now = performance.now();
-        if (report.total > 0 && now - this.#zombieWarnedAtMs >= ZOMBIE_WARN_EVERY_MS) {
+        if (report.total > 0 && now - this.#zombieWarnedAtMs >= zombies.ZOMBIE_WARN_EVERY_MS) {
           this.#zombieWarnedAtMs = now; // a warn line at most once a minute
-          this.#log.warn(zombieWarning(report));
+          this.#log.warn(zombies.zombieWarning(report));
         }
       } catch (err: unknown) {
         this.#log.error("zombie-scan failed; denit goes on", { error: errorLine(err, true) });
@@ -283,7 +273,7 @@ export class Supervisor {
         }
         if (!reap || this.#finished) continue;
         reap = false;
-        this.#trap?.("reap");
+        this.#options.trap?.("reap");
         if (others !== null) others.length = 0;
         const round = reapRound(childPid, REAP_BATCH, others);
         reap = round.more;
@@ -421,7 +411,8 @@ export class Supervisor {
       case "signal-descendants":
         return this.#signalDescendants(effect.signo);
       case "signal-leftovers":
-        return this.#sweep(effect.signo, effect.timer);
+        this.#killTimer = effect.timer ?? this.#killTimer;
+        return this.#killLeftovers(effect.signo, true);
       case "finish":
         return this.#finish(effect.exitCode, effect.outcome);
     }
@@ -559,12 +550,6 @@ export class Supervisor {
     // The processes named above, by pid: once the child is dead, its children are briefly
     // nobody's (not yet reparented to denit) and a fresh walk of the tree would miss them.
     this.#killLeftovers(SIGKILL, false, named.map((p) => p.pid));
-  }
-
-  /** A sweep asked by the machine. */
-  #sweep(signo: number, timer?: machine.KillTimer): void {
-    if (timer !== undefined) this.#killTimer = timer;
-    this.#killLeftovers(signo, true);
   }
 
   #killLeftovers(signo: number, announce: boolean, known: readonly number[] = []): void {

@@ -80,12 +80,6 @@ async function writeInto(path: string, bytes: Uint8Array): Promise<void> {
   }
 }
 
-/** The default file: absent (or not a file), empty, or written by the child. */
-function defaultLogState(path: string): "absent" | "empty" | "written" {
-  const info = pathExists(path) ? orElse(() => Deno.statSync(path), null) : null;
-  return info === null || !info.isFile ? "absent" : info.size > 0 ? "written" : "empty";
-}
-
 /** The report to `path`, else to an empty /dev/termination-log; never throws (a warn line). */
 export async function writeTerminationLog(
   setting: string | null,
@@ -94,9 +88,9 @@ export async function writeTerminationLog(
 ): Promise<void> {
   const path = setting ?? DEFAULT_TERMINATION_LOG;
   if (setting === null) {
-    const found = defaultLogState(path);
-    if (found === "absent") return; // Not in Kubernetes: nothing to do, nothing to say.
-    if (found === "written") {
+    const info = pathExists(path) ? orElse(() => Deno.statSync(path), null) : null;
+    if (info === null || !info.isFile) return; // Not in Kubernetes: nothing to do, nothing to say.
+    if (info.size > 0) {
       log.debug("the child wrote its own termination message; left as it is", { path });
       return;
     }

@@ -45,18 +45,14 @@ export class DatagramSocket {
     const sockaddr = unixAddress(new TextEncoder().encode(name), true);
     const fd = libc.socket(SOCKET.AF_UNIX, SOCKET.DGRAM | SOCKET.CLOEXEC, 0);
     if (fd < 0) throw new Error(`socket failed: errno ${errno()}`);
-    const on = new Int32Array([1]);
-    for (
-      const [call, rc] of [
-        ["setsockopt", () => libc.setsockopt(fd, SOCKET.SOL_SOCKET, SO_PASSCRED, on, 4)],
-        ["bind", () => libc.bind(fd, sockaddr, sockaddr.length)],
-      ] as const
-    ) {
-      if (rc() === 0) continue;
+    const fail = (call: string) => {
       const code = errno();
       libc.close(fd);
       throw new Error(`${call} failed: errno ${code}`);
-    }
+    };
+    const on = new Int32Array([1]);
+    if (libc.setsockopt(fd, SOCKET.SOL_SOCKET, SO_PASSCRED, on, 4) !== 0) fail("setsockopt");
+    if (libc.bind(fd, sockaddr, sockaddr.length) !== 0) fail("bind");
     return new DatagramSocket(fd, `@${name}`);
   }
 

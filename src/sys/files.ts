@@ -5,18 +5,9 @@
 
 import { DIRENT64, O, STATX } from "./layout.ts";
 import { fileLimit, setFileLimit } from "./process.ts";
-import {
-  type CallResult,
-  checked,
-  closeFd,
-  cString,
-  Errno,
-  errno,
-  errnoMessage,
-  libc,
-} from "./symbols.ts";
+import { type CallResult, checked, cString, Errno, errno, libc } from "./symbols.ts";
 
-export { type CallResult, closeFd, Errno, errnoMessage };
+export { type CallResult, closeFd, Errno, errnoMessage } from "./symbols.ts";
 
 export type Outcome<T> = { ok: true; value: T } | { ok: false; errno: number };
 

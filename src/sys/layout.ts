@@ -90,11 +90,8 @@ export const O = Object.freeze({
 });
 
 /** System call numbers (asm/unistd.h) for the calls glibc wraps process-wide. */
-export const SYS = Object.freeze({
-  setgroups: THIS_ARCH.setgroups,
-  setresuid: THIS_ARCH.setresuid,
-  setresgid: THIS_ARCH.setresgid,
-});
+const { setgroups, setresuid, setresgid } = THIS_ARCH;
+export const SYS = Object.freeze({ setgroups, setresuid, setresgid });
 
 /** Socket constants (sys/socket.h, asm-generic/socket.h, linux/socket.h): the same on both. */
 export const SOCKET = Object.freeze({

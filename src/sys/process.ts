@@ -1,19 +1,10 @@
 /** Process calls: spawn, wait, signal, prctl, limits; errno is read right after each call. */
 
 import { FILE_ACTIONS_BYTES, O, RLIMIT, SIGINFO, SPAWNATTR_BYTES } from "./layout.ts";
-import {
-  addressOf,
-  type CallResult,
-  checked,
-  cString,
-  Errno,
-  errno,
-  errnoMessage,
-  libc,
-} from "./symbols.ts";
+import { addressOf, type CallResult, checked, cString, Errno, errno, libc } from "./symbols.ts";
 import { signalSet } from "./signals.ts";
 
-export { Errno, errnoMessage };
+export { Errno, errnoMessage } from "./symbols.ts";
 
 const WNOHANG = 1; // sys/wait.h
 const WEXITED = 4; // sys/wait.h
@@ -152,11 +143,6 @@ export type SpawnResult =
   | { kind: "spawned"; pid: number }
   | { kind: "failed"; errno: number; stage: "exec" | "foreground" };
 
-/** True when this libc can hand the terminal to the child before it runs (glibc 2.35+). */
-export function canSetForegroundOnSpawn(): boolean {
-  return libc.posix_spawn_file_actions_addtcsetpgrp_np !== null;
-}
-
 function currentEnviron(): Deno.PointerValue {
   // Read at each spawn: setenv(3) may have moved the array since the library was opened.
   const address = libc.environ;
@@ -214,13 +200,13 @@ function spawnAttributes(): Uint8Array<ArrayBuffer> {
  */
 function fileActions(request: SpawnRequest, copies: number[]): Uint8Array<ArrayBuffer> | null {
   const pairs = request.descriptors ?? [];
-  const foreground = request.foregroundFd !== undefined && canSetForegroundOnSpawn();
+  // Only where this libc can hand the terminal over before the exec (glibc 2.35+).
+  const hand = libc.posix_spawn_file_actions_addtcsetpgrp_np;
+  const foreground = request.foregroundFd !== undefined && hand !== null;
   if (pairs.length === 0 && !foreground) return null;
   const actions = new Uint8Array(FILE_ACTIONS_BYTES);
   libc.posix_spawn_file_actions_init(actions);
-  if (foreground) {
-    libc.posix_spawn_file_actions_addtcsetpgrp_np?.(actions, request.foregroundFd ?? 0);
-  }
+  if (foreground) hand?.(actions, request.foregroundFd ?? 0);
   const targets = pairs.map(([, target]) => target);
   for (const [fd, target] of pairs) {
     let source = fd;

@@ -1,7 +1,7 @@
 /** The only `Deno.dlopen` in denit: libc's symbols, declared once each, in groups. */
 
 /** What every start of the supervisor calls: looked up at load. */
-const START_SYMBOLS = {
+const START = {
   posix_spawn: {
     parameters: [
       "buffer", // pid_t *pid
@@ -21,27 +21,24 @@ const START_SYMBOLS = {
   posix_spawnattr_setsigdefault: { parameters: ["buffer", "buffer"], result: "i32" },
   // posix_spawnattr_t *attr, const sigset_t *sigmask
   posix_spawnattr_setsigmask: { parameters: ["buffer", "buffer"], result: "i32" },
-  // pid_t pid, int *wstatus, int options
-  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  waitpid: { parameters: ["i32", "buffer", "i32"], result: "i32" }, // pid_t, int *wstatus, options
   // int option, unsigned long arg2..arg5 (variadic in C; integer registers on Linux ABIs)
   prctl: { parameters: ["i32", "u64", "u64", "u64", "u64"], result: "i32" },
   // pid_t pid, int resource, const struct rlimit *new_limit, struct rlimit *old_limit
   prlimit: { parameters: ["i32", "i32", "buffer", "buffer"], result: "i32" },
   access: { parameters: ["buffer", "i32"], result: "i32" }, // const char *pathname, int mode
-  // int signalfd(int fd, const sigset_t *mask, int flags)
-  signalfd: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  signalfd: { parameters: ["i32", "buffer", "i32"], result: "i32" }, // fd, const sigset_t *, flags
   // int poll(struct pollfd *fds, nfds_t nfds, int timeout): waits on a thread of the runtime.
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // int fd, void *buf, count
   // int pthread_sigmask(int how, const sigset_t *set, sigset_t *oldset): this thread's mask.
   pthread_sigmask: { parameters: ["i32", "buffer", "buffer"], result: "i32" },
   environ: { type: "pointer" }, // extern char **environ (Deno gives its address: char ***)
-  // errno and its message
-  __errno_location: { parameters: [], result: "pointer" }, // int *(void)
+  __errno_location: { parameters: [], result: "pointer" }, // int *(void): errno's address
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The rest of process control: jobs' spawns, terminals, descriptors, the environment. */
-const PROCESS_SYMBOLS = {
+const PROCESS = {
   posix_spawn_file_actions_init: { parameters: ["buffer"], result: "i32" }, // actions *fa
   posix_spawn_file_actions_destroy: { parameters: ["buffer"], result: "i32" }, // actions *fa
   // glibc 2.35+: make the child's process group the terminal's foreground group before exec.
@@ -50,8 +47,7 @@ const PROCESS_SYMBOLS = {
     result: "i32",
     optional: true,
   },
-  // waitid without waiting (WNOHANG).
-  // idtype_t idtype, id_t id, siginfo_t *infop, int options
+  // idtype_t idtype, id_t id, siginfo_t *infop, int options (WNOHANG: never waits)
   waitid: { parameters: ["i32", "u32", "buffer", "i32"], result: "i32" },
   kill: { parameters: ["i32", "i32"], result: "i32" }, // pid_t pid, int sig
   tcgetpgrp: { parameters: ["i32"], result: "i32" }, // int fd
@@ -63,9 +59,8 @@ const PROCESS_SYMBOLS = {
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** Copy mode: files by descriptor. */
-const FILE_SYMBOLS = {
-  // int dirfd, const char *path, int flags, mode_t
-  openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
+const FILES = {
+  openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" }, // fd, path, flags, mode
   mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // int dirfd, path, mode_t
   symlinkat: { parameters: ["buffer", "i32", "buffer"], result: "i32" }, // target, dirfd, path
   // int dirfd, path, char *buf, size_t size
@@ -75,8 +70,7 @@ const FILE_SYMBOLS = {
   // int olddirfd, old, int newdirfd, new
   renameat: { parameters: ["i32", "buffer", "i32", "buffer"], result: "i32" },
   unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" }, // int dirfd, path, int flags
-  // int fd, void *dirp, size_t count
-  getdents64: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  getdents64: { parameters: ["i32", "buffer", "usize"], result: "isize" }, // fd, void *dirp, count
   copy_file_range: {
     // int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags
     parameters: ["i32", "buffer", "i32", "buffer", "usize", "u32"],
@@ -117,7 +111,7 @@ const FILE_SYMBOLS = {
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The jobs: pipes, file actions, the output pump. */
-const JOB_SYMBOLS = {
+const JOBS = {
   pipe2: { parameters: ["buffer", "i32"], result: "i32" }, // int pipefd[2], int flags
   // int fcntl(int fd, int cmd, ... /* int arg */): one int in the integer registers.
   fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
@@ -128,13 +122,13 @@ const JOB_SYMBOLS = {
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** One thread's credentials. */
-const CREDENTIAL_SYMBOLS = {
+const CREDENTIALS = {
   // long syscall(long number, ...): the raw calls, which change the calling thread only.
   syscall: { parameters: ["i64", "i64", "i64", "i64"], result: "i64" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** The sd_notify socket, the job socket and the job service's control channel. */
-const SOCKET_SYMBOLS = {
+const SOCKETS = {
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" }, // int domain, type, protocol
   bind: { parameters: ["i32", "buffer", "u32"], result: "i32" }, // fd, const sockaddr *, len
   listen: { parameters: ["i32", "i32"], result: "i32" }, // int sockfd, int backlog
@@ -146,7 +140,7 @@ const SOCKET_SYMBOLS = {
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** Memory given back once the child runs: the heap's free pages, the runtime's code pages. */
-const MEMORY_SYMBOLS = {
+const MEMORY = {
   // int malloc_trim(size_t pad): free heap pages back to the kernel, on a thread of the runtime.
   malloc_trim: { parameters: ["usize"], result: "i32", nonblocking: true },
   // int madvise(void *addr, size_t length, int advice): addresses from /proc/self/maps. On a
@@ -155,35 +149,14 @@ const MEMORY_SYMBOLS = {
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** A group's addresses are looked up together, at the first use of any of its members. */
-const GROUPS = [
-  START_SYMBOLS,
-  PROCESS_SYMBOLS,
-  FILE_SYMBOLS,
-  JOB_SYMBOLS,
-  CREDENTIAL_SYMBOLS,
-  SOCKET_SYMBOLS,
-  MEMORY_SYMBOLS,
-] as const;
-
-export const LIBC_SYMBOLS = {
-  ...START_SYMBOLS,
-  ...PROCESS_SYMBOLS,
-  ...FILE_SYMBOLS,
-  ...JOB_SYMBOLS,
-  ...CREDENTIAL_SYMBOLS,
-  ...SOCKET_SYMBOLS,
-  ...MEMORY_SYMBOLS,
-} as const satisfies Deno.ForeignLibraryInterface;
+const GROUPS = [START, PROCESS, FILES, JOBS, CREDENTIALS, SOCKETS, MEMORY] as const;
+const ALL = { ...START, ...PROCESS, ...FILES, ...JOBS, ...CREDENTIALS, ...SOCKETS, ...MEMORY };
+export const LIBC_SYMBOLS: typeof ALL = ALL;
 
 /** The C library's functions and variables as Deno binds them. */
 export type Libc = Deno.DynamicLibrary<typeof LIBC_SYMBOLS>["symbols"];
 
 const LIBC = "libc.so.6";
-
-function cannotLoad(err: unknown): Error {
-  const detail = err instanceof Error ? err.message.split("\n")[0] : String(err);
-  return new Error(`Cannot load the C library ${LIBC}: ${detail}`, { cause: err });
-}
 
 /** Calls through the generic path before a symbol gets a compiled trampoline of its own. */
 const CALLS_BEFORE_COMPILING = 64;
@@ -207,7 +180,8 @@ function lookUp(group: Deno.ForeignLibraryInterface): Record<string, Deno.Pointe
   try {
     return Deno.dlopen(LIBC, statics).symbols as Record<string, Deno.PointerValue>;
   } catch (err: unknown) {
-    throw cannotLoad(err);
+    const detail = err instanceof Error ? err.message.split("\n")[0] : String(err);
+    throw new Error(`Cannot load the C library ${LIBC}: ${detail}`, { cause: err });
   }
 }
 
@@ -241,7 +215,7 @@ function bind(
  */
 function openLibc(): Libc {
   const addresses = new Map<Deno.ForeignLibraryInterface, Record<string, Deno.PointerValue>>();
-  addresses.set(START_SYMBOLS, lookUp(START_SYMBOLS));
+  addresses.set(START, lookUp(START));
   const bound: Record<string, unknown> = {};
   return new Proxy(bound, {
     get: (table, key) => {
