@@ -556,6 +556,20 @@ Deno.test("names and link targets that are not UTF-8 are copied byte for byte", 
   });
 });
 
+Deno.test("a name with control characters is one line in messages and in the plan", async () => {
+  await withDirs(async (dir) => {
+    await sh(`mkdir "$1/src" && mkfifo "$1/src/$(printf 'a\\nb\\033c')"`, dir);
+    const refused = await run([...DENIT, "copy", "--strict", `${dir}/src`, `${dir}/dest`]);
+    assertEquals(refused.code, 1);
+    assertEquals(refused.stderr.trim().split("\n").length, 1, refused.stderr);
+    assertMatch(refused.stderr, /src\/a\\x0ab\\x1bc": it is a fifo \(--strict\)/);
+    const plan = await run([...DENIT, "copy", "--dry-run", `${dir}/src`, `${dir}/dest`]);
+    assertEquals(plan.code, 0, plan.stderr);
+    assertMatch(plan.stdout, /^skip .*\/src\/a\\x0ab\\x1bc \(fifo\)$/m);
+    assertEquals(plan.stdout.trim().split("\n").length, 2, plan.stdout);
+  });
+});
+
 Deno.test("a re-run removes what a killed run left; a failed copy leaves no DEST", async () => {
   await withDirs(async (dir) => {
     await makeSource(`${dir}/src`);

@@ -32,9 +32,12 @@ export function escapeControls(text: string): string {
   return text.replace(/[\\\u0000-\u001f\u007f-\u009f]/g, (c) => ESCAPES[c] ?? hex(c.charCodeAt(0)));
 }
 
-/** Bytes for messages: their text if they are UTF-8, else each byte, unprintable ones as \xNN. */
+/** Bytes for messages: their text if UTF-8, else byte by byte; control characters as \xNN. */
 export function printable(bytes: Uint8Array): string {
-  return orElse(() => new TextDecoder("utf-8", { fatal: true }).decode(bytes), null) ??
+  const text = orElse(() => new TextDecoder("utf-8", { fatal: true }).decode(bytes), null);
+  // deno-lint-ignore no-control-regex -- a name's control characters must not break a line
+  const visible = text?.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => hex(c.charCodeAt(0)));
+  return visible ??
     [...bytes].map((b) => b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : hex(b)).join("");
 }
 
