@@ -567,6 +567,13 @@ Deno.test("a name with control characters is one line in messages and in the pla
     assertEquals(plan.code, 0, plan.stderr);
     assertMatch(plan.stdout, /^skip .*\/src\/a\\x0ab\\x1bc \(fifo\)$/m);
     assertEquals(plan.stdout.trim().split("\n").length, 2, plan.stdout);
+    assertEquals(plan.stderr.trim().split("\n").length, 1, plan.stderr); // "skipping ..."
+    // An argument too: DEST names a file.
+    await sh(`touch "$1/$(printf 'x\\ny')"`, dir);
+    const notDir = await run([...DENIT, "copy", `${dir}/src`, `${dir}/x\ny`]);
+    assertEquals(notDir.code, 1);
+    assertEquals(notDir.stderr.trim().split("\n").length, 1, notDir.stderr);
+    assertMatch(notDir.stderr, /x\\x0ay": DEST must be a directory/);
   });
 });
 

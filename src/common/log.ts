@@ -32,12 +32,15 @@ export function escapeControls(text: string): string {
   return text.replace(/[\\\u0000-\u001f\u007f-\u009f]/g, (c) => ESCAPES[c] ?? hex(c.charCodeAt(0)));
 }
 
-/** Bytes for messages: their text if UTF-8, else byte by byte; control characters as \xNN. */
+/** Control characters as \xNN: a name or an argument never breaks a line of output. */
+export function visible(text: string): string {
+  // deno-lint-ignore no-control-regex -- finding control characters is the point
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => hex(c.charCodeAt(0)));
+}
+
+/** Bytes for messages: their text if they are UTF-8, else each byte, unprintable ones as \xNN. */
 export function printable(bytes: Uint8Array): string {
-  const text = orElse(() => new TextDecoder("utf-8", { fatal: true }).decode(bytes), null);
-  // deno-lint-ignore no-control-regex -- a name's control characters must not break a line
-  const visible = text?.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => hex(c.charCodeAt(0)));
-  return visible ??
+  return orElse(() => new TextDecoder("utf-8", { fatal: true }).decode(bytes), null) ??
     [...bytes].map((b) => b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : hex(b)).join("");
 }
 

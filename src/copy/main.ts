@@ -2,7 +2,7 @@
 
 import { errorLine, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
-import { printErr, printOut, printUsageError } from "../common/log.ts";
+import { printErr, printOut, printUsageError, visible } from "../common/log.ts";
 import { parseSignal, type SignalName, STOP_SIGNALS } from "../common/signals.ts";
 import * as fs from "../sys/files.ts";
 import { buildCache } from "./cache.ts";
@@ -144,12 +144,12 @@ async function execute(invocation: CopyInvocation, groups: readonly Group[]): Pr
   const { mode, dryRun, verbose } = invocation;
   const onItem = (item: PlanItem) => {
     if (item.action === "skip") {
-      printErr(`denit ${mode}: skipping "${item.src}": it is a ${item.detail}`);
+      printErr(visible(`denit ${mode}: skipping "${item.src}": it is a ${item.detail}`));
     }
-    if (dryRun) printOut(describeItem(item));
-    else if (verbose) printErr(describeItem(item));
+    if (dryRun) printOut(visible(describeItem(item)));
+    else if (verbose) printErr(visible(describeItem(item)));
   };
-  const warn = (line: string) => printErr(`denit ${mode}: warning: ${line}`);
+  const warn = (line: string) => printErr(visible(`denit ${mode}: warning: ${line}`));
   const run = new CopyTree(invocation, warn, onItem);
   const listeners = COPY_STOPS.map((name) => {
     const listener = () => run.interrupt(parseSignal(name));
@@ -255,7 +255,11 @@ export async function copyMain(args: readonly string[]): Promise<number> {
     if (invocation.dryRun) return code;
     // The runtime's cache, for DEST's own paths (its keys hold them); made again at each init.
     await buildCache(dest).catch((err: unknown) =>
-      printErr(`denit init: ${dest} has no runtime cache (denit starts slower): ${errorLine(err)}`)
+      printErr(
+        visible(
+          `denit init: ${dest} has no runtime cache (denit starts slower): ${errorLine(err)}`,
+        ),
+      )
     );
     printOut(`entrypoint: ${JSON.stringify([join(dest, "denit"), "--"])}`);
     return code;
@@ -265,7 +269,7 @@ export async function copyMain(args: readonly string[]): Promise<number> {
       return ExitCode.SIGNAL_BASE + err.signo;
     }
     if (err instanceof CopyError) {
-      printErr(`denit ${mode}: ${err.message}`);
+      printErr(visible(`denit ${mode}: ${err.message}`));
       return ExitCode.FAILED;
     }
     throw err;
