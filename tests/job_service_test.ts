@@ -443,13 +443,17 @@ Deno.test("job service: denit job says it waits for a service that does not answ
   const service = servicePidOf(s.pid);
   try {
     Deno.kill(service, "SIGSTOP"); // a service that cannot answer: stopped, its socket open
+    // Through a link whose name holds a tab: each message stays one line.
+    const link = `${s.socket}.\tlink`;
+    await Deno.symlink(s.socket, link);
     const started = performance.now();
-    const result = await run([...DENIT, "job", "--socket", s.socket, "--wait", "3s", "list"]);
+    const result = await run([...DENIT, "job", "--socket", link, "--wait", "3s", "list"]);
     const tookMs = performance.now() - started;
     assertEquals([result.code, result.stdout], [125, ""]);
+    const shown = `${s.socket}.\\tlink`;
     assertEquals(result.stderr.split("\n"), [
-      `denit job: no answer yet from the job service at ${s.socket}; waiting up to 3s (--wait)`,
-      `denit job: the job service at ${s.socket} did not answer within 3s`,
+      `denit job: no answer yet from the job service at ${shown}; waiting up to 3s (--wait)`,
+      `denit job: the job service at ${shown} did not answer within 3s`,
       "",
     ]);
     assertOk(tookMs >= 3000 && tookMs < 10_000, `gave up after ${tookMs.toFixed(0)} ms`);

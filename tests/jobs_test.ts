@@ -538,6 +538,13 @@ Deno.test("jobs: denit job run -f, follow, logs, cancel and list; clear errors",
       env.stderr,
       /^denit job: Invalid environment entry "NO\\nVALUE": use KEY=VALUE \(from --env\)\nUsage: /,
     );
+    // A path gRPC cannot reach (a line break): refused as a usage error, on one line.
+    const broken = await run([...DENIT, "job", "--socket", `${s.dir}/a\nb.sock`, "list"]);
+    assertEquals([broken.code, broken.stdout], [2, ""]);
+    assertMatch(
+      broken.stderr,
+      /^denit job: Invalid socket path ".*\/a\\nb\.sock": gRPC cannot reach a path with a line break \(from --socket\)\nUsage: /,
+    );
     const none = await run([...DENIT, "job", "--socket", `${s.dir}/nothing.sock`, "list"]);
     assertEquals([none.code, none.stdout], [125, ""]);
     assertMatch(

@@ -116,7 +116,9 @@ class Service {
   waiting(what: string): void {
     if (this.#said) return;
     this.#said = true;
-    printErr(`denit job: ${what}; waiting up to ${formatDuration(this.waitMs)} (--wait)`);
+    printErr(
+      escapeControls(`denit job: ${what}; waiting up to ${formatDuration(this.waitMs)} (--wait)`),
+    );
   }
 
   /** One call, given up --wait (plus `workMs`, what the call itself may take) after it was made. */
@@ -249,6 +251,12 @@ async function followStatus(service: Service, id: string, print: boolean): Promi
   return last;
 }
 
+/** grpc-js reads `unix:PATH` with a pattern that ends at a line break: such a path is refused. */
+function parseSocket(text: string): string {
+  if (!/[\n\r\u2028\u2029]/.test(text)) return text;
+  throw new RangeError(`Invalid socket path "${text}": gRPC cannot reach a path with a line break`);
+}
+
 function parseEnv(text: string): [string, string] {
   const eq = text.indexOf("=");
   if (eq <= 0) throw new RangeError(`Invalid environment entry "${text}": use KEY=VALUE`);
@@ -302,9 +310,9 @@ export async function jobMain(args: readonly string[]): Promise<number> {
       printOut(JOB_HELP);
       return ExitCode.OK;
     }
-    const wait = invocation.settings.last("wait");
+    const [socket, wait] = [invocation.settings.last("socket"), invocation.settings.last("wait")];
     service = new Service(
-      invocation.settings.last("socket")?.value || DEFAULT_JOBS_SOCKET,
+      socket === undefined ? DEFAULT_JOBS_SOCKET : parseFrom(socket, parseSocket),
       wait === undefined ? DEFAULT_WAIT_MS : Math.max(1, parseFrom(wait, parseDuration)),
     );
   } catch (err: unknown) {
