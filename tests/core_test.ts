@@ -281,6 +281,12 @@ Deno.test("messages a newcomer meets: CRLF, a star no shell expanded, a typo, an
       socket.stderr,
       /^denit: Invalid socket path "1": use an absolute path.*DENIT_JOBS_SOCKET/,
     );
+    const control = await run([...DENIT, "-s", "--jobs-socket", "/run/a\nb", "--", "true"]);
+    assertEquals(control.code, 2);
+    assertMatch(
+      control.stderr,
+      /^denit: Invalid socket path "\/run\/a\\nb": it holds a control character, and gRPC clients cannot reach such a path \(from --jobs-socket\)\n/,
+    );
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -149,8 +149,12 @@ const MAX_SOCKET_PATH_BYTES = 107;
 
 function parseSocketPath(text: string): string {
   const bytes = new TextEncoder().encode(text).length;
+  // deno-lint-ignore no-control-regex -- gRPC clients read `unix:PATH` as a URI, which has none
+  const control = /[\u0000-\u001f\u007f]/.test(text);
   const why = !text.startsWith("/")
     ? "use an absolute path, like /run/denit/jobs.sock"
+    : control
+    ? "it holds a control character, and gRPC clients cannot reach such a path"
     : bytes > MAX_SOCKET_PATH_BYTES
     ? `${bytes} bytes, a Unix socket's path holds at most ${MAX_SOCKET_PATH_BYTES}`
     : null;
