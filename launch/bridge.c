@@ -47,7 +47,10 @@ int bridge_main(int argc, char **argv) {
   else strcpy(address.sun_path, path);
   if (fd < 0 || errno == ENAMETOOLONG ||
       connect(fd, (struct sockaddr *)&address, sizeof address) != 0) {
-    fprintf(stderr, "denit bridge: cannot connect to \"%s\": %s\n", path, strerror(errno));
+    char shown[1024];
+    const char *why = strerror(errno);
+    visible(shown, sizeof shown, path);
+    fprintf(stderr, "denit bridge: cannot connect to \"%s\": %s\n", shown, why);
     return 125;
   }
   signal(SIGPIPE, SIG_IGN); /* the other side going away is how a bridge usually ends */

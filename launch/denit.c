@@ -170,6 +170,15 @@ static int moved(const char *entry) {
   return 0;
 }
 
+const char *visible(char *out, size_t size, const char *text) {
+  size_t at = 0;
+  for (const unsigned char *c = (const unsigned char *)text; *c != '\0' && at + 5 < size; c++) {
+    at += (size_t)snprintf(out + at, size - at, *c < 0x20 || *c == 0x7f ? "\\x%02x" : "%c", *c);
+  }
+  out[at] = '\0';
+  return out;
+}
+
 int write_all(int fd, const char *data, size_t length) {
   while (length > 0) {
     ssize_t n = write(fd, data, length);

@@ -7,6 +7,9 @@
 /* write(2) until all of `length` is written (EINTR retried): 0, or -1 with errno. */
 int write_all(int fd, const char *data, size_t length);
 
+/* `text` into `out` with control characters as \xNN (cut to fit): a value stays on its line. */
+const char *visible(char *out, size_t size, const char *text);
+
 /* Where `denit bridge` (and `denit job`) look for the job service unless told. */
 #define DEFAULT_JOBS_SOCKET "/run/denit/jobs.sock"
 

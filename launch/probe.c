@@ -35,7 +35,8 @@ struct request {
 };
 
 static int usage(const char *message) {
-  fprintf(stderr, "denit probe: %s\n%s\n", message, USAGE);
+  char shown[2400];
+  fprintf(stderr, "denit probe: %s\n%s\n", visible(shown, sizeof shown, message), USAGE);
   return 2;
 }
 

@@ -626,6 +626,15 @@ Deno.test("jobs: a gRPC client through denit bridge (stdin/stdout) gets the same
   }
 });
 
+Deno.test("jobs: denit bridge to a socket that is not there: 125 and one line", async () => {
+  const result = await run([...DENIT, "bridge", "/nonexistent/a\nb.sock"]);
+  assertEquals([result.code, result.stdout], [125, ""]);
+  assertEquals(
+    result.stderr,
+    'denit bridge: cannot connect to "/nonexistent/a\\x0ab.sock": No such file or directory\n',
+  );
+});
+
 Deno.test("jobs: a read-only spool is named in one line (125) before the child runs", async () => {
   // A read-only filesystem, as a volume mounted read-only: new, and holding a spool already.
   const dir = await Deno.makeTempDir({ prefix: "denit-jobs-ro-" });

@@ -112,6 +112,9 @@ Deno.test("probe: bad options are one line, the usage and exit 2", async () => {
     [["--health-addr", "example:7623"], /"example:7623": HOST must be an IP address such as/],
     [["extra"], /Unexpected argument "extra": probe takes options only/],
     [["--bogus"], /--bogus/],
+    // A value's control characters stay on the line.
+    [["--path", "/a\nb"], /Invalid path "\/a\\x0ab": use an absolute path/],
+    [["--health-addr", "x\ny\x1b"], /Invalid address "x\\x0ay\\x1b"/],
   ];
   for (const [args, pattern] of cases) {
     const result = await probe(args);
