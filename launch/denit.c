@@ -85,7 +85,9 @@ static const char *const RUN[] = {"run", "--quiet", "--no-config", "--no-lock", 
 #define MIN_OPEN_FILES 32
 
 static int fail(const char *what, const char *detail) {
-  fprintf(stderr, "denit: %s %s: %s\n", what, detail, strerror(errno));
+  char shown[4 * PATH_MAX];
+  const char *why = strerror(errno);
+  fprintf(stderr, "denit: %s %s: %s\n", what, visible(shown, sizeof shown, detail), why);
   return 125;
 }
 
@@ -317,11 +319,13 @@ int main(int argc, char **argv) {
   /* Checked here: once stderr is lent to /dev/null, the runtime could not say it. */
   if (access(deno, X_OK) != 0) {
     /* The launcher alone: an engine's one-file init (docker run --init, podman --init-path). */
+    char shown[4 * PATH_MAX];
+    const char *why = strerror(errno);
     fprintf(stderr,
             "denit: cannot start the runtime %s: %s; denit is this launcher with the runtime "
             "and bundles beside it: run the image's /denit or DIR/denit of `denit init DIR`, "
             "not the launcher alone\n",
-            deno, strerror(errno));
+            visible(shown, sizeof shown, deno), why);
     return 125;
   }
   if (access(bundle, R_OK) != 0) return fail("cannot read", bundle);

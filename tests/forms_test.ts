@@ -60,13 +60,16 @@ Deno.test({
 Deno.test("the launcher alone (an engine's one-file init) exits 125 with one line that points the way", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-alone-" });
   try {
-    await Deno.copyFile(DENIT[0] ?? "", `${dir}/init`);
-    await Deno.chmod(`${dir}/init`, 0o755);
-    const result = await run([`${dir}/init`, "--", "true"]);
+    // In a directory whose name holds a line break: the line shows it as \x0a.
+    const home = `${dir}/line\nbreak`;
+    await Deno.mkdir(home);
+    await Deno.copyFile(DENIT[0] ?? "", `${home}/init`);
+    await Deno.chmod(`${home}/init`, 0o755);
+    const result = await run([`${home}/init`, "--", "true"]);
     assertEquals(result.code, 125);
     assertMatch(
       result.stderr,
-      /^denit: cannot start the runtime .*\/deno: No such file or directory; denit is this launcher with the runtime and bundles beside it: run the image's \/denit or DIR\/denit of `denit init DIR`, not the launcher alone\n$/,
+      /^denit: cannot start the runtime .*\/line\\x0abreak\/deno: No such file or directory; denit is this launcher with the runtime and bundles beside it: run the image's \/denit or DIR\/denit of `denit init DIR`, not the launcher alone\n$/,
     );
   } finally {
     await Deno.remove(dir, { recursive: true });
