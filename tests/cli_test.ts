@@ -173,6 +173,12 @@ Deno.test("bad input is a UsageError with a one-line message", () => {
   for (const [args, env] of cases) {
     assertThrows(() => parseInvocation(args, env), UsageError, /^[A-Z][^\n]*[^.]$/);
   }
+  // The spool is trusted part by part from /: a relative one would be checked in the wrong place.
+  assertThrows(
+    () => parseInvocation(["x"], { DENIT_JOBS_SPOOL: "spool", DENIT_JOBS_SOCKET: "/run/j.sock" }),
+    UsageError,
+    /^Invalid spool "spool": use an absolute path, like \/tmp\/denit-jobs \(from DENIT_JOBS_SPOOL\)$/,
+  );
 });
 
 Deno.test("durations", () => {

@@ -635,6 +635,23 @@ Deno.test("jobs: denit bridge to a socket that is not there: 125 and one line", 
   );
 });
 
+Deno.test("jobs: the service trusts no relative run directory (it is walked from /)", async () => {
+  const result = await run([
+    ...DENIT,
+    "job",
+    "serve",
+    "--run-dir",
+    "spool/run",
+    "--listen-fd",
+    "0",
+  ]);
+  assertEquals(result.code, 125);
+  assertMatch(
+    result.stderr,
+    /error: cannot serve jobs: job spool: "spool\/run" is not an absolute path\n$/,
+  );
+});
+
 Deno.test("jobs: a read-only spool is named in one line (125) before the child runs", async () => {
   // A read-only filesystem, as a volume mounted read-only: new, and holding a spool already.
   const dir = await Deno.makeTempDir({ prefix: "denit-jobs-ro-" });

@@ -135,6 +135,7 @@ function check(path: string, info: Deno.FileInfo, uid: number, last: boolean): v
 
 /** Walks `dir` a component at a time, checking each link met: its real path, what is missing. */
 function walk(dir: string, uid: number): { at: string; missing: string[] } {
+  if (!dir.startsWith("/")) throw new Error(`"${dir}" is not an absolute path`);
   const pending = dir.split("/").filter((name) => name !== "" && name !== ".").reverse();
   let at = "/";
   check(at, Deno.lstatSync(at), uid, pending.length === 0);

@@ -83,8 +83,8 @@ Options:
                            (default: /dev/termination-log if there and empty)
       --jobs-socket PATH   serve the job service (gRPC) on this Unix   DENIT_JOBS_SOCKET=PATH
                            socket, mode 0600; see 'denit job --help'
-      --jobs-spool DIR     the jobs' output files (default             DENIT_JOBS_SPOOL=DIR
-                           /tmp/denit-jobs, created 0700)
+      --jobs-spool DIR     the jobs' output files, an absolute path    DENIT_JOBS_SPOOL=DIR
+                           (default /tmp/denit-jobs, created 0700)
   -w, --warn-reaped        a warn line for each reaped orphan          DENIT_WARN_REAPED=1
       --log-format FORMAT  text (default) or json, one object a line   DENIT_LOG_FORMAT=text|json
   -v, --verbose            more log lines on stderr (repeatable)       DENIT_LOG_LEVEL=error|warn|info|debug
@@ -160,6 +160,12 @@ function parseSocketPath(text: string): string {
     : null;
   if (why !== null) throw new RangeError(`Invalid socket path "${text}": ${why}`);
   return text;
+}
+
+/** The spool is walked from / (each part trusted): a relative one would name another place. */
+function parseSpool(text: string): string {
+  if (text.startsWith("/")) return text;
+  throw new RangeError(`Invalid spool "${text}": use an absolute path, like ${DEFAULT_JOBS_SPOOL}`);
 }
 
 /** A signal denit receives and passes on; `what` names the value in the error. */
@@ -305,7 +311,7 @@ function buildConfig(
     warnReaped: settings.flag("warn-reaped"),
     logFormat: parsed(settings, "log-format", (t) => oneOf(t, FORMATS, "log format")) ?? "text",
     jobsSocket: parsed(settings, "jobs-socket", parseSocketPath),
-    jobsSpool: settings.last("jobs-spool")?.value ?? DEFAULT_JOBS_SPOOL,
+    jobsSpool: parsed(settings, "jobs-spool", parseSpool) ?? DEFAULT_JOBS_SPOOL,
     oomScoreAdj: parsed(settings, "oom-score-adj", parseOomScoreAdj),
     // It must reach denit (KILL and STOP never do) to start a stop.
     stopSignal: parsed(settings, "stop-signal", (t) => forwardedSignal(t, `stop signal "${t}"`)),
