@@ -314,6 +314,13 @@ Deno.test("jobs: bad input gets a clear status, and the service and the child go
       call((cb) => c.Run({ id: "d", argv: ["true"], workDir: "/no/such/dir" }, cb)),
     );
     assertEquals(badDir.code, grpc.status.INVALID_ARGUMENT);
+    const relative = await rejection(
+      call((cb) => c.Run({ id: "r", argv: ["true"], workDir: "tmp" }, cb)),
+    );
+    assertEquals([relative.code, relative.details], [
+      grpc.status.INVALID_ARGUMENT,
+      'work_dir "tmp" is not an absolute path',
+    ]);
     // None of the refused runs exists.
     assertEquals((await call<{ jobs: Job[] }>((cb) => c.List({}, cb))).jobs.length, 0);
 

@@ -286,6 +286,10 @@ export class JobService {
     if (this.#table.counts().running >= MAX_RUNNING_JOBS) {
       throw new JobsError("RESOURCE_EXHAUSTED", `${MAX_RUNNING_JOBS} jobs run already`);
     }
+    // Relative: to denit's working directory, not the client's (refused, as docker exec -w does).
+    if (workDir !== "" && !workDir.startsWith("/")) {
+      throw invalid(`work_dir "${workDir}" is not an absolute path`);
+    }
     // Missing or unreadable: refused.
     const isDirectory = workDir === "" || orElse(() => Deno.statSync(workDir).isDirectory, false);
     if (!isDirectory) throw invalid(`work_dir "${workDir}" is not a directory`);
