@@ -4,13 +4,10 @@ import type { ListenAddress } from "./address.ts";
 import type { ReadyCheck } from "./ready.ts";
 
 /** Jobs by outcome, for /status and /metrics (the job service writes them, src/jobs/contract.ts). */
-export interface JobCounts {
-  readonly running: number;
-  readonly started: number;
-  readonly succeeded: number;
-  readonly failed: number;
-  readonly cancelled: number;
-}
+export type JobCounts = Readonly<Record<"running" | "started" | JobOutcome, number>>;
+
+/** How a job that finished ended. */
+export type JobOutcome = "succeeded" | "failed" | "cancelled";
 
 /** The supervisor's state names, as /status reports them. */
 export type StateName = "starting" | "running" | "stopping" | "exited";

@@ -7,11 +7,6 @@ export type ProcessStats = Readonly<ReturnType<typeof readProcessStats>>;
 // sysconf(_SC_CLK_TCK) is 100 on every Linux architecture denit supports.
 const CLOCK_TICKS = 100;
 
-function bootTimeSeconds(): number {
-  const line = /^btime (\d+)$/m.exec(Deno.readTextFileSync("/proc/stat"));
-  return line === null ? 0 : Number(line[1]);
-}
-
 function statusKilobytes(status: string, field: string): number {
   const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(status);
   return match === null ? 0 : Number(match[1]);
@@ -39,12 +34,13 @@ function readProcessStats() {
   // proc(5): utime is field 14, stime 15, starttime 22.
   const ticks = (n: number) => Number(stat.field(n));
   const limit = /^Max open files\s+(\d+)/m.exec(Deno.readTextFileSync("/proc/self/limits"));
+  const boot = /^btime (\d+)$/m.exec(Deno.readTextFileSync("/proc/stat"));
   let openFds = 0;
   for (const _ of Deno.readDirSync("/proc/self/fd")) openFds++;
   return {
     residentBytes: statusKilobytes(status, "VmRSS") * 1024,
     virtualBytes: statusKilobytes(status, "VmSize") * 1024,
-    startTimeSeconds: bootTimeSeconds() + ticks(22) / CLOCK_TICKS,
+    startTimeSeconds: Number(boot?.[1] ?? 0) + ticks(22) / CLOCK_TICKS,
     cpuSecondsTotal: (ticks(14) + ticks(15)) / CLOCK_TICKS,
     // Listing the directory opens one descriptor of its own.
     openFds: Math.max(openFds - 1, 0),

@@ -175,9 +175,12 @@ export class JobHost {
     if (pid !== this.#servicePid || pid === 0) return false;
     const ran = performance.now() - this.#serviceStartedAtMs;
     this.#servicePid = 0;
-    // Killed by the OOM killer: the container is out of memory, and a service started again at
-    // once would take back what the process that grows needs (and be killed again).
-    const oom = status.kind === "signaled" && status.signo === SIGKILL && this.#oomKillsRose();
+    // Killed by the OOM killer (SIGKILL, and the cgroup counted a kill since it started): the
+    // container is out of memory, and a service started again at once would take back what the
+    // process that grows needs (and be killed again).
+    const [before, now] = [this.#oomKillsAtStart, this.#oomKills()];
+    const killed = status.kind === "signaled" && status.signo === SIGKILL;
+    const oom = killed && before !== null && now !== null && now > before;
     if (oom) this.#settings.onOomKill();
     if (ran >= RESTART_RESET_AFTER_MS) this.#restartDelayMs = RESTART_FIRST_MS;
     const delay = oom ? RESTART_MAX_MS : this.#restartDelayMs;
@@ -198,13 +201,6 @@ export class JobHost {
 
   #oomKills(): number | null {
     return this.#settings.memory === null ? null : readOomKills(this.#settings.memory);
-  }
-
-  /** The memory cgroup counted an OOM kill since the service started. */
-  #oomKillsRose(): boolean {
-    const before = this.#oomKillsAtStart;
-    const now = this.#oomKills();
-    return before !== null && now !== null && now > before;
   }
 
   /** denit is stopping (a stop signal, or the main child ended): no new jobs from now on. */

@@ -107,12 +107,6 @@ function exists(pid: number): boolean {
   return result.ok || result.errno !== Errno.ESRCH;
 }
 
-/** A live process's start time (its identity with the pid); null: gone or a zombie. */
-function startOf(pid: number): string | null {
-  const info = describeProcess(pid);
-  return info.state === "Z" || info.state === "?" ? null : info.startTime;
-}
-
 /**
  * Adds to `known` (pid → start time) the job's group (`members`, at first only) and what a known
  * process started (`setsid` ones too); false without /proc.
@@ -149,7 +143,9 @@ async function stopJob(pgid: number, graceMs: number): Promise<void> {
   const signal = (signo: number, members = false) => {
     if (!findJobProcesses(pgid, known, members)) return sendSignal(-pgid, signo).ok;
     for (const [pid, start] of known) {
-      if (startOf(pid) === start) sendSignal(pid, signo);
+      // The same process (pid and start time), alive: a zombie or one gone is done with.
+      const now = describeProcess(pid);
+      if (now.startTime === start && !"Z?".includes(now.state)) sendSignal(pid, signo);
       else known.delete(pid);
     }
     return known.size > 0;
@@ -250,11 +246,8 @@ export class JobService {
 
   /** Run: a new job, or the one that has this id already. */
   async run({ id, argv, workDir, env: variables }: RunFields): Promise<JobMessage> {
-    if (!ID_PATTERN.test(id)) {
-      throw invalid(
-        `invalid id "${id.slice(0, 140)}": use 1 to 128 letters, digits, '.', '_', ':' or '-'`,
-      );
-    }
+    const use = "use 1 to 128 letters, digits, '.', '_', ':' or '-'";
+    if (!ID_PATTERN.test(id)) throw invalid(`invalid id "${id.slice(0, 140)}": ${use}`);
     const existing = this.#table.get(id);
     if (existing !== undefined) {
       await existing.started.promise;
@@ -267,11 +260,8 @@ export class JobService {
     if (argv.some((arg) => arg.includes("\0"))) throw invalid("argv holds a NUL byte");
     const env: string[] = [];
     for (const [key, value] of Object.entries(variables)) {
-      if (!ENV_KEY_PATTERN.test(key)) {
-        throw invalid(
-          `invalid env key "${key.slice(0, 140)}": must match ${ENV_KEY_PATTERN.source}`,
-        );
-      }
+      const bad = `invalid env key "${key.slice(0, 140)}": must match ${ENV_KEY_PATTERN.source}`;
+      if (!ENV_KEY_PATTERN.test(key)) throw invalid(bad);
       if (value.includes("\0")) throw invalid(`env ${key} holds a NUL byte`);
       env.push(`${key}=${value}`);
     }

@@ -4,7 +4,7 @@
  */
 
 import { COUNTS_FILE, type KeeperState, parseState } from "./contract.ts";
-import type { JobCounts } from "../common/snapshot.ts";
+import type { JobCounts, JobOutcome } from "../common/snapshot.ts";
 import { readNoFollow, replaceFile } from "../sys/spool.ts";
 import { orElse } from "../common/errors.ts";
 
@@ -154,10 +154,10 @@ export function readRecords(dir: string): JobRecord[] {
 }
 
 /** Outcomes of the jobs forgotten so far (the counters go on counting them). */
-type Forgotten = { succeeded: number; failed: number; cancelled: number };
+type Forgotten = Record<JobOutcome, number>;
 
 /** The counter of a finished job's status. */
-function outcomeOf(status: JobStatus): keyof Forgotten {
+function outcomeOf(status: JobStatus): JobOutcome {
   return status === "SUCCEEDED" ? "succeeded" : status === "FAILED" ? "failed" : "cancelled";
 }
 

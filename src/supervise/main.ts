@@ -2,7 +2,7 @@
 
 import { formatAddress } from "../common/address.ts";
 import { formatCheck } from "../common/ready.ts";
-import { errorLine, UsageError } from "../common/errors.ts";
+import { errorLine, orElse, UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import * as logging from "../common/log.ts";
 import type { HealthHandle, HealthStarter } from "../common/snapshot.ts";
@@ -29,15 +29,6 @@ function describe(err: unknown): string {
   if (err instanceof Deno.errors.AddrInUse) return "address already in use";
   if (err instanceof Deno.errors.PermissionDenied) return "permission denied";
   return errorLine(err);
-}
-
-/** What ps and top show: "denit", not the runtime's "deno". */
-function nameProcess(): void {
-  try {
-    Deno.writeTextFileSync("/proc/self/comm", "denit");
-  } catch {
-    // No /proc mounted: ps shows the runtime's name, and nothing else depends on it.
-  }
 }
 
 /** The log format asked for, read without the rest of the command line (which may be wrong). */
@@ -71,7 +62,8 @@ export async function superviseMain(
   context: SuperviseContext,
 ): Promise<number> {
   const launch = context.launch;
-  nameProcess();
+  // What ps and top show: "denit", not the runtime's "deno" (without /proc: "deno", no harm).
+  orElse(() => Deno.writeTextFileSync("/proc/self/comm", "denit"), undefined);
   let invocation;
   try {
     invocation = parseInvocation(args, Deno.env.toObject());

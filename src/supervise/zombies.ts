@@ -63,12 +63,6 @@ export function zombieWarning(report: ZombieReport): string {
     `see README "Zombies denit cannot reap"`;
 }
 
-function describeStatus(status: ExitStatus): string {
-  return status.kind === "exited"
-    ? `exited ${status.code}`
-    : `killed by ${signalName(status.signo)}${status.coreDumped ? " (core dumped)" : ""}`;
-}
-
 /** `-w`: the lines for reaped processes, rate-limited. */
 export class ReapedLog {
   readonly #log: Logger;
@@ -85,8 +79,10 @@ export class ReapedLog {
     if (nowMs - this.#windowStartMs >= 1000) this.#flush(nowMs);
     if (this.#shown < REAPED_LINES_PER_SECOND) {
       this.#shown++;
-      const fields = { pid, status: describeStatus(status) };
-      this.#log.warn("reaped a process that was not the main child", fields);
+      const how = status.kind === "exited"
+        ? `exited ${status.code}`
+        : `killed by ${signalName(status.signo)}${status.coreDumped ? " (core dumped)" : ""}`;
+      this.#log.warn("reaped a process that was not the main child", { pid, status: how });
       return;
     }
     this.#suppressed++;
