@@ -9,7 +9,7 @@
  * @module
  */
 
-import { errorLine } from "./src/common/errors.ts";
+import { errorLine, orElse } from "./src/common/errors.ts";
 import { ExitCode } from "./src/common/exit_codes.ts";
 import type { Launch } from "./src/sys/launch.ts";
 
@@ -74,7 +74,8 @@ export async function main(launch: Launch | null): Promise<number> {
   if (args[0] === "job") {
     // A job's arguments and environment travel as gRPC strings, which are UTF-8: never replaced.
     const { printable, printErr } = await import("./src/common/log.ts");
-    const refused = launch?.args.find((arg) => printable(arg) !== decoder.decode(arg));
+    const strict = new TextDecoder("utf-8", { fatal: true });
+    const refused = launch?.args.find((arg) => !orElse(() => strict.decode(arg) !== null, false));
     if (refused !== undefined) {
       const shown = printable(refused);
       printErr(`denit job: "${shown}" is not UTF-8, which a job's arguments and values must be`);
