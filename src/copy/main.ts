@@ -14,6 +14,11 @@ import type { CopySummary, OpenedRoot, PlanItem, Root } from "./tree.ts";
 
 const encoder = new TextEncoder();
 
+/** A line on stderr; names and arguments in it keep their control characters off the terminal. */
+function say(line: string): void {
+  printErr(visible(line));
+}
+
 /** What stops a copy: a stop request, and HUP, which the runtime arms with TERM and INT. */
 const COPY_STOPS: readonly SignalName[] = [...STOP_SIGNALS, "SIGHUP"];
 
@@ -144,12 +149,12 @@ async function execute(invocation: CopyInvocation, groups: readonly Group[]): Pr
   const { mode, dryRun, verbose } = invocation;
   const onItem = (item: PlanItem) => {
     if (item.action === "skip") {
-      printErr(visible(`denit ${mode}: skipping "${item.src}": it is a ${item.detail}`));
+      say(`denit ${mode}: skipping "${item.src}": it is a ${item.detail}`);
     }
     if (dryRun) printOut(visible(describeItem(item)));
-    else if (verbose) printErr(visible(describeItem(item)));
+    else if (verbose) say(describeItem(item));
   };
-  const warn = (line: string) => printErr(visible(`denit ${mode}: warning: ${line}`));
+  const warn = (line: string) => say(`denit ${mode}: warning: ${line}`);
   const run = new CopyTree(invocation, warn, onItem);
   const listeners = COPY_STOPS.map((name) => {
     const listener = () => run.interrupt(parseSignal(name));
@@ -255,11 +260,7 @@ export async function copyMain(args: readonly string[]): Promise<number> {
     if (invocation.dryRun) return code;
     // The runtime's cache, for DEST's own paths (its keys hold them); made again at each init.
     await buildCache(dest).catch((err: unknown) =>
-      printErr(
-        visible(
-          `denit init: ${dest} has no runtime cache (denit starts slower): ${errorLine(err)}`,
-        ),
-      )
+      say(`denit init: ${dest} has no runtime cache (denit starts slower): ${errorLine(err)}`)
     );
     printOut(`entrypoint: ${JSON.stringify([join(dest, "denit"), "--"])}`);
     return code;
@@ -269,7 +270,7 @@ export async function copyMain(args: readonly string[]): Promise<number> {
       return ExitCode.SIGNAL_BASE + err.signo;
     }
     if (err instanceof CopyError) {
-      printErr(visible(`denit ${mode}: ${err.message}`));
+      say(`denit ${mode}: ${err.message}`);
       return ExitCode.FAILED;
     }
     throw err;

@@ -178,9 +178,9 @@ export class JobHost {
     // Killed by the OOM killer (SIGKILL, and the cgroup counted a kill since it started): the
     // container is out of memory, and a service started again at once would take back what the
     // process that grows needs (and be killed again).
-    const [before, now] = [this.#oomKillsAtStart, this.#oomKills()];
     const killed = status.kind === "signaled" && status.signo === SIGKILL;
-    const oom = killed && before !== null && now !== null && now > before;
+    const [before, now] = [this.#oomKillsAtStart, killed ? this.#oomKills() : null];
+    const oom = before !== null && now !== null && now > before;
     if (oom) this.#settings.onOomKill();
     if (ran >= RESTART_RESET_AFTER_MS) this.#restartDelayMs = RESTART_FIRST_MS;
     const delay = oom ? RESTART_MAX_MS : this.#restartDelayMs;

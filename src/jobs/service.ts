@@ -259,9 +259,11 @@ export class JobService {
     if (argv.length === 0 || argv[0] === "") throw invalid("argv is empty: name a program");
     if (argv.some((arg) => arg.includes("\0"))) throw invalid("argv holds a NUL byte");
     const env: string[] = [];
+    const { source } = ENV_KEY_PATTERN;
     for (const [key, value] of Object.entries(variables)) {
-      const bad = `invalid env key "${key.slice(0, 140)}": must match ${ENV_KEY_PATTERN.source}`;
-      if (!ENV_KEY_PATTERN.test(key)) throw invalid(bad);
+      if (!ENV_KEY_PATTERN.test(key)) {
+        throw invalid(`invalid env key "${key.slice(0, 140)}": must match ${source}`);
+      }
       if (value.includes("\0")) throw invalid(`env ${key} holds a NUL byte`);
       env.push(`${key}=${value}`);
     }
