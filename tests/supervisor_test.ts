@@ -1,6 +1,7 @@
 /** Units: the pure state machine, as a table of (state, event) → (state, effects). */
 
 import { assertEquals } from "./assert.ts";
+import { ExitCode } from "../src/common/exit_codes.ts";
 import {
   ABANDON_MS,
   type Effect,
@@ -9,7 +10,6 @@ import {
   INITIAL_STATE,
   type Policy,
   type State,
-  TIMED_OUT,
   transition,
 } from "../src/supervise/machine.ts";
 
@@ -477,7 +477,7 @@ const TABLE: Array<[string, State, Event, Policy, State, Effect[]]> = [
     {
       ...EXITED,
       status: { kind: "signaled", signo: 15, coreDumped: false },
-      exitCode: TIMED_OUT,
+      exitCode: ExitCode.TIMED_OUT,
       stopped: true,
     },
     [{ type: "finish", exitCode: 124, outcome: "done" }],

@@ -40,15 +40,13 @@ export interface RunAs {
 
 const MAX_ID = 0xfffffffe; // (uid_t) -1 means "unchanged" to the kernel
 
-const CAP_SETGID = 6;
-const CAP_SETUID = 7;
+const SET_IDS = (1n << 6n) | (1n << 7n); // CAP_SETGID, CAP_SETUID (linux/capability.h)
 
 /** Throws RangeError unless this process may take other ids (root, or CAP_SETUID and SETGID). */
 export function checkCanChangeUser(spec: string): void {
   const status = Deno.readTextFileSync("/proc/self/status");
   const effective = BigInt(`0x${/^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1] ?? "0"}`);
-  const needed = (1n << BigInt(CAP_SETGID)) | (1n << BigInt(CAP_SETUID));
-  if ((effective & needed) === needed) return;
+  if ((effective & SET_IDS) === SET_IDS) return;
   throw new RangeError(
     `Cannot run the child as "${spec}": denit runs as uid ${Deno.uid()}, and only root ` +
       `can change users (start denit as root, or drop --user)`,

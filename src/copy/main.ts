@@ -9,7 +9,8 @@ import { buildCache } from "./cache.ts";
 import { COPY_HELP, type CopyInvocation, parseCopyInvocation } from "./cli.ts";
 import { CopyError, CopyInterrupted, ensure, fail, must } from "./file.ts";
 import { basename, dirname, join, randomHex, resolve } from "../common/paths.ts";
-import { closeRoot, CopyTree, describeItem, openRoot, placeOf, removeTree } from "./tree.ts";
+import { closeRoot, CopyTree, describeItem, openRoot, placeOf, removeStale } from "./tree.ts";
+import { removeTree } from "./tree.ts";
 import type { CopySummary, OpenedRoot, PlanItem, Root } from "./tree.ts";
 
 const encoder = new TextEncoder();
@@ -189,12 +190,7 @@ async function install(invocation: CopyInvocation, own: Root[], more: Root[]): P
   const staging = encoder.encode(stagingName);
   try {
     destFd = must(fs.openDirectory(fs.AT_FDCWD, dest, true), "open", dest);
-    const listed = fs.listDirectory(destFd);
-    for (const entry of listed.ok ? listed.value : []) {
-      if (new TextDecoder().decode(entry.name).startsWith(STAGING_PREFIX)) {
-        removeTree(destFd, entry.name);
-      }
-    }
+    removeStale(destFd, new RegExp(`^${STAGING_PREFIX}`));
     const created = fs.makeDirectory(destFd, staging, 0o700);
     ensure(created, "create directory", join(dest, stagingName));
     for (const root of own) linkUnchanged(destFd, `${stagingName}/${root.destName}`, root.destName);

@@ -118,13 +118,14 @@ export function removeTree(dirFd: number, name: Uint8Array): void {
   fs.removeEntry(dirFd, name, true);
 }
 
-/** Removes what a killed earlier run left in a directory: names `tempName()` makes. */
-function removeStaleTemps(dirFd: number): void {
+/** The names `tempName()` makes. */
+const TEMP_NAME = /^\.denit-[0-9a-f]{12}$/;
+
+/** Removes what a killed earlier run left in a directory: the names `stale` matches. */
+export function removeStale(dirFd: number, stale: RegExp): void {
   const listed = fs.listDirectory(dirFd);
   for (const { name } of listed.ok ? listed.value : []) {
-    const temp = name.length === 19 &&
-      /^\.denit-[0-9a-f]{12}$/.test(new TextDecoder().decode(name));
-    if (temp) removeTree(dirFd, name);
+    if (stale.test(new TextDecoder().decode(name))) removeTree(dirFd, name);
   }
 }
 
@@ -267,7 +268,7 @@ export class CopyTree {
   ): Promise<void> {
     let done = 0;
     try {
-      if (!this.#options.dryRun) removeStaleTemps(destFd);
+      if (!this.#options.dryRun) removeStale(destFd, TEMP_NAME);
       for (const { root, opened } of roots) await this.#copyRoot(root, opened, destFd, destPath);
       for (; done < this.#pending.length; done++) this.#pending[done]?.run();
     } finally {
@@ -372,7 +373,7 @@ export class CopyTree {
     const here = { srcFd, srcPath, destPath, stat, update, ownsSrc, ownsDest: true };
     if (dest !== null) {
       const destFd = must(fs.openDirectory(parent.destFd, name), "read", destPath);
-      if (!this.#options.dryRun) removeStaleTemps(destFd);
+      if (!this.#options.dryRun) removeStale(destFd, TEMP_NAME);
       return this.#dir({ ...here, destFd, fresh: false }, true);
     }
     if (this.#options.dryRun) return this.#dir({ ...here, destFd: -1, fresh: true }, true);

@@ -37,13 +37,12 @@ const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const encoder = new TextEncoder();
 
+type Refusal = "INVALID_ARGUMENT" | "NOT_FOUND" | "UNAVAILABLE" | "RESOURCE_EXHAUSTED";
+
 /** A request the service refuses: the gRPC status name and a one-line reason. */
 export class JobsError extends Error {
   override name = "JobsError";
-  constructor(
-    readonly code: "INVALID_ARGUMENT" | "NOT_FOUND" | "UNAVAILABLE" | "RESOURCE_EXHAUSTED",
-    message: string,
-  ) {
+  constructor(readonly code: Refusal, message: string) {
     super(message);
   }
 }
@@ -125,10 +124,9 @@ function findJobProcesses(pgid: number, known: Map<number, string>, members: boo
   for (let added = true; added;) {
     added = false;
     for (const [pid, f] of facts) {
-      const parent = known.get(f.ppid);
-      if (known.has(pid) || parent === undefined || parent !== facts.get(f.ppid)?.startTime) {
-        continue;
-      }
+      const parentStart = known.get(f.ppid);
+      if (parentStart === undefined || parentStart !== facts.get(f.ppid)?.startTime) continue;
+      if (known.has(pid)) continue;
       known.set(pid, f.startTime);
       added = true;
     }

@@ -19,9 +19,6 @@ import type { ExitStatus } from "../sys/process.ts";
 /** How long to wait for SIGKILLed processes to be reaped before exiting anyway (D state). */
 export const ABANDON_MS = 2000;
 
-/** The exit code after `--timeout`, as coreutils `timeout` has it. */
-export const TIMED_OUT = ExitCode.TIMED_OUT;
-
 const STOPS: ReadonlySet<number> = new Set(STOP_SIGNALS.map(signalNumber));
 
 /** A stop request (TERM, INT, QUIT) or the `--stop-signal`. */
@@ -130,15 +127,13 @@ export function exitCodeFor(status: ExitStatus, remapExit: ReadonlySet<number>):
   return remapExit.has(code) ? 0 : code;
 }
 
-/** The next state (the same one, or a new one) and what to do. */
 function step(state: State, ...effects: Effect[]): Step {
   return { state, effects };
 }
 
 type Live = Extract<State, { name: "running" | "stopping" }>;
-type Exited = Extract<State, { name: "exited" }>;
-
 type Stopping = Extract<State, { name: "stopping" }>;
+type Exited = Extract<State, { name: "exited" }>;
 
 function stopping(state: Live, fields: Partial<Stopping>): State {
   const base: Stopping = state.name === "stopping"
@@ -162,10 +157,15 @@ function deadlineTimer(policy: Policy): Effect {
   return { type: "start-timer", timer: "grace", ms: deadlineGraceMs(policy) };
 }
 
+/** What `-r` makes of a signal (0: dropped). */
+function rewritten(policy: Policy, signo: number): number {
+  return policy.rewrite.get(signo) ?? signo;
+}
+
 type Forward = Extract<Effect, { type: "forward-signal" }>;
 
 function send(state: Live, received: number, policy: Policy): Forward | null {
-  const signo = policy.rewrite.get(received) ?? received;
+  const signo = rewritten(policy, received);
   if (signo === 0) return null;
   return { type: "forward-signal", signo, target: state.target, received };
 }
@@ -182,17 +182,11 @@ function forward(state: Live, received: number, policy: Policy): Step {
     // that was held (the child gets both, in the order they came; one, if they are the same).
     const held = send(state, state.draining, policy);
     const next = stopping(state, { draining: null });
-    const both = held !== null && held.signo !== effect.signo;
-    return step(
-      next,
-      ...cancelTimers(policy, "delay"),
-      ...(both && held !== null ? [held] : []),
-      effect,
-      ...graceTimer(policy),
-    );
+    const first = held !== null && held.signo !== effect.signo ? [held] : [];
+    return step(next, ...cancelTimers(policy, "delay"), ...first, effect, ...graceTimer(policy));
   }
   if (state.name === "stopping" || !stop) return step(state, effect);
-  if (policy.shutdownDelayMs > 0 && isStop(policy, received)) {
+  if (policy.shutdownDelayMs > 0) {
     // Readiness fails at once (the state is stopping); the child hears of it after the delay.
     return step(
       stopping(state, { draining: received }),
@@ -209,7 +203,7 @@ function childExited(
   policy: Policy,
 ): Step {
   const timedOut = state.name === "stopping" && state.cause === "timeout";
-  const exitCode = timedOut ? TIMED_OUT : exitCodeFor(event.status, policy.remapExit);
+  const exitCode = timedOut ? ExitCode.TIMED_OUT : exitCodeFor(event.status, policy.remapExit);
   // A child that ends during the shutdown delay leaves a stop under way whose grace timer
   // never started: it starts now, so that the stop budget bounds the leftovers too.
   const draining = state.name === "stopping" && state.draining !== null;
@@ -283,13 +277,11 @@ function deadline(state: Live, policy: Policy): Step {
 
 /** Cancels of the timers this policy can have started (none for a feature that is off). */
 function cancelTimers(policy: Policy, ...names: TimerName[]): Effect[] {
-  const used = (name: TimerName) =>
-    name === "delay"
-      ? policy.shutdownDelayMs > 0
-      : name === "deadline"
-      ? policy.timeoutMs !== null
-      : true;
-  return names.filter(used).map((timer) => ({ type: "cancel-timer", timer }));
+  const off: Partial<Record<TimerName, boolean>> = {
+    delay: policy.shutdownDelayMs === 0,
+    deadline: policy.timeoutMs === null,
+  };
+  return names.filter((timer) => !off[timer]).map((timer) => ({ type: "cancel-timer", timer }));
 }
 
 function live(state: Live, event: Event, policy: Policy): Step {
@@ -332,7 +324,7 @@ function live(state: Live, event: Event, policy: Policy): Step {
 function waiting(state: Exited, event: Event, policy: Policy): Step {
   switch (event.type) {
     case "signal-received": {
-      const signo = policy.rewrite.get(event.signo) ?? event.signo;
+      const signo = rewritten(policy, event.signo);
       if (signo === 0) {
         return step(state, { type: "drop-signal", signo: event.signo, reason: "rewrite" });
       }
@@ -349,8 +341,9 @@ function waiting(state: Exited, event: Event, policy: Policy): Step {
       return step(stopped, { type: "signal-descendants", signo }, ...graceTimer(policy));
     }
     case "deadline-expired": {
-      if (state.stopped && policy.graceMs !== null) return step({ ...state, exitCode: TIMED_OUT });
-      const timedOut: Exited = { ...state, exitCode: TIMED_OUT, stopped: true };
+      const exitCode = ExitCode.TIMED_OUT;
+      if (state.stopped && policy.graceMs !== null) return step({ ...state, exitCode });
+      const timedOut: Exited = { ...state, exitCode, stopped: true };
       return step(timedOut, { type: "signal-descendants", signo: SIGTERM }, deadlineTimer(policy));
     }
     case "grace-expired":
@@ -389,7 +382,7 @@ function exited(state: Exited, event: Event, policy: Policy): Step {
       if (!isStop(policy, event.signo) || state.stopped || state.phase !== "terminating") {
         return step(state, drop);
       }
-      if ((policy.rewrite.get(event.signo) ?? event.signo) === 0) return step(state, drop);
+      if (rewritten(policy, event.signo) === 0) return step(state, drop);
       return step({ ...state, stopped: true }, drop, ...graceTimer(policy));
     }
     default:
@@ -399,7 +392,7 @@ function exited(state: Exited, event: Event, policy: Policy): Step {
 
 /** A signal before the child runs: a stop means it never starts; anything else is dropped. */
 function beforeStart(state: State, signo: number, policy: Policy): Step {
-  if ((policy.rewrite.get(signo) ?? signo) === 0 || !isStop(policy, signo)) {
+  if (rewritten(policy, signo) === 0 || !isStop(policy, signo)) {
     return step(state, { type: "drop-signal", signo, reason: "before the child started" });
   }
   const code = ExitCode.SIGNAL_BASE + signo;

@@ -209,9 +209,13 @@ export class Supervisor {
     { environment, ...command }: Executable & { environment: readonly Uint8Array[] | undefined },
     run: (request: proc.SpawnRequest) => Promise<proc.SpawnResult>,
   ): Promise<proc.SpawnResult> {
+    // The child's open-file soft limit: by default the container's (the launcher's record).
+    const setting = this.#config.fileLimit;
+    const { hard } = proc.fileLimit();
+    const soft = setting.kind === "value" ? setting.value : this.#options.containerFileLimit;
     const request: proc.SpawnRequest = {
       ...command,
-      fileSoftLimit: this.#childFileLimit(),
+      fileSoftLimit: setting.kind === "max" ? hard : Math.min(soft, hard ?? Infinity),
       ...(environment === undefined ? {} : { environment }),
     };
     // spawn() itself falls back to no hand-over where glibc lacks it (before 2.35).
@@ -220,15 +224,6 @@ export class Supervisor {
     if (result.kind === "spawned" || result.stage !== "foreground") return result;
     this.#log.warn("cannot give the terminal to the child", { errno: result.errno });
     return await run(request);
-  }
-
-  /** The child's open-file soft limit: by default the container's (the launcher's record). */
-  #childFileLimit(): number | null {
-    const setting = this.#config.fileLimit;
-    const { hard } = proc.fileLimit();
-    if (setting.kind === "max") return hard;
-    const soft = setting.kind === "value" ? setting.value : this.#options.containerFileLimit;
-    return Math.min(soft, hard ?? Infinity);
   }
 
   /** Every ZOMBIE_SCAN_MS: zombies denit cannot reap, then idle code pages under a limit. */
@@ -537,10 +532,9 @@ export class Supervisor {
     const named = [...first, ...victims.filter((p) => p.pid !== child)];
     const { graceMs, timeoutMs } = this.#config;
     const timedOut = this.#state.name === "stopping" && this.#state.cause === "timeout";
+    const after = formatDuration(machine.deadlineGraceMs(this.#config));
     const why = graceMs === null
-      ? `still running ${
-        formatDuration(machine.deadlineGraceMs(this.#config))
-      } after the deadline of ${formatDuration(timeoutMs ?? 0)} (--timeout)`
+      ? `still running ${after} after the deadline of ${formatDuration(timeoutMs ?? 0)} (--timeout)`
       : `grace period of ${formatDuration(graceMs)} expired`;
     const code = timedOut ? "; exit code 124" : "";
     this.#log.warn(`${why}: SIGKILL to ${formatProcesses(named)}${code}`);

@@ -41,14 +41,15 @@ export type FileKind =
   | "char-device"
   | "block-device";
 
+/** By getdents64's d_type, which is the mode's S_IFMT bits shifted right by 12 (IFTODT). */
 const KINDS: ReadonlyMap<number, FileKind> = new Map([
-  [0o100000, "file"], // S_IFREG
-  [0o040000, "dir"], // S_IFDIR
-  [0o120000, "link"], // S_IFLNK
-  [0o010000, "fifo"], // S_IFIFO
-  [0o140000, "socket"], // S_IFSOCK
-  [0o020000, "char-device"], // S_IFCHR
-  [0o060000, "block-device"], // S_IFBLK
+  [8, "file"], // DT_REG
+  [4, "dir"], // DT_DIR
+  [10, "link"], // DT_LNK
+  [1, "fifo"], // DT_FIFO
+  [12, "socket"], // DT_SOCK
+  [2, "char-device"], // DT_CHR
+  [6, "block-device"], // DT_BLK
 ]);
 
 // One statx buffer per thread: statx is on the hot path of a copy.
@@ -63,7 +64,7 @@ function decodeStatx(view: DataView) {
     nsec: view.getUint32(offset + 8, true), // tv_nsec
   });
   return {
-    kind: KINDS.get(mode & 0o170000) ?? "file",
+    kind: KINDS.get((mode & 0o170000) >> 12) ?? "file",
     mode: mode & 0o7777, // permission bits, setuid, setgid and sticky included
     uid: view.getUint32(STATX.uid, true),
     gid: view.getUint32(STATX.gid, true),
@@ -174,16 +175,6 @@ export interface DirEntry {
   readonly kind: FileKind | null;
 }
 
-const DIRENT_TYPES: ReadonlyMap<number, FileKind> = new Map([
-  [8, "file"], // DT_REG
-  [4, "dir"], // DT_DIR
-  [10, "link"], // DT_LNK
-  [1, "fifo"], // DT_FIFO
-  [12, "socket"], // DT_SOCK
-  [2, "char-device"], // DT_CHR
-  [6, "block-device"], // DT_BLK
-]);
-
 const direntBuffer = new Uint8Array(64 * 1024);
 const direntView = new DataView(direntBuffer.buffer);
 
@@ -202,7 +193,7 @@ export function listDirectory(fd: number): Outcome<DirEntry[]> {
       const end = direntBuffer.indexOf(0, start);
       const name = direntBuffer.slice(start, end);
       const dots = name.length <= 2 && name[0] === 0x2e && (name.length === 1 || name[1] === 0x2e);
-      if (!dots) entries.push({ name, kind: DIRENT_TYPES.get(type) ?? null });
+      if (!dots) entries.push({ name, kind: KINDS.get(type) ?? null });
       offset += length;
     }
   }
