@@ -975,6 +975,9 @@ Deno.test("job service: neither PID 1 nor -s, denit still adopts the jobs' keepe
   }
 });
 
+/** The container's open-file soft limit in the environment test (the hard one stays). */
+const FILE_LIMIT = 1000;
+
 /** What denit gives the main child alone: as another user, its HOME; with a notify socket, that. */
 const CHILD_ONLY = [
   { name: "plain", extra: [] as string[], variables: [] as RegExp[] },
@@ -986,12 +989,13 @@ const CHILD_ONLY = [
 ];
 
 for (const { name, extra, variables } of CHILD_ONLY) {
-  Deno.test(`job service (${name}): a job starts with the container's environment byte for byte and only descriptors 0-2`, async () => {
+  Deno.test(`job service (${name}): a job starts with the container's environment byte for byte, its open-file limit and only descriptors 0-2`, async () => {
     const dir = await Deno.makeTempDir({ prefix: "denit-env-" });
     await Deno.chmod(dir, 0o777); // the main child may run as nobody
     try {
       // A C program hands denit an environment no shell or Deno can write: a value that is not
-      // UTF-8, an entry without '=', and what the launcher moves out of the runtime's way.
+      // UTF-8, an entry without '=', and what the launcher moves out of the runtime's way; and
+      // an open-file soft limit under the hard one, which the runtime raises for itself.
       const given = [
         "ODD=\\xff\\xfe=x",
         "JUSTANAME",
@@ -1005,9 +1009,14 @@ for (const { name, extra, variables } of CHILD_ONLY) {
       const source = `${dir}/execenv.c`;
       await Deno.writeTextFile(
         source,
-        `#include <unistd.h>
+        `#include <sys/resource.h>
+#include <unistd.h>
 int main(int argc, char **argv) {
   (void)argc;
+  struct rlimit files;
+  getrlimit(RLIMIT_NOFILE, &files);
+  files.rlim_cur = ${FILE_LIMIT};
+  if (setrlimit(RLIMIT_NOFILE, &files) != 0) return 126;
   char *env[] = {${given.map((e) => `"${e}"`).join(", ")}, 0};
   execve(argv[1], argv + 1, env);
   return 127;
@@ -1019,7 +1028,8 @@ int main(int argc, char **argv) {
       const mainChild = [
         "sh",
         "-c",
-        `cat /proc/$$/environ > ${dir}/main.env; echo up; exec sleep 120`,
+        `cat /proc/$$/environ > ${dir}/main.env; ulimit -Sn > ${dir}/main.nofile; echo up; ` +
+        "exec sleep 120",
       ];
       const flags = extra.map((flag) => flag === "" ? `127.0.0.1:${freePort()}` : flag);
       const s = new Service("subreaper", flags, mainChild, [`${dir}/execenv`]);
@@ -1058,6 +1068,12 @@ int main(int argc, char **argv) {
           ],
         );
         assertEquals(listeningSocketsOf(statusValue(jobPid, "PPid")), 0, "the keeper's sockets");
+        // The container's open-file soft limit, as the main child has it.
+        const limits = await Deno.readTextFile(`/proc/${jobPid}/limits`);
+        const soft = /^Max open files\s+(\d+)/m.exec(limits)?.[1];
+        assertEquals(soft, `${FILE_LIMIT}`, "the job's open-file soft limit");
+        const mainLimit = (await Deno.readTextFile(`${dir}/main.nofile`)).trim();
+        assertEquals(mainLimit, `${FILE_LIMIT}`, "the main child's open-file soft limit");
         c.close();
       } finally {
         if (jobPid > 0) cleanup([jobPid]);

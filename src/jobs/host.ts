@@ -32,6 +32,8 @@ export interface JobsSettings {
   readonly onOomKill: () => void;
   /** The supervisor's memory cgroup: its OOM-kill count says whether the service died of it. */
   readonly memory: MemoryCgroup | null;
+  /** The container's open-file soft limit (the launcher's record), which every job gets. */
+  readonly fileSoftLimit: number;
 }
 
 const encoder = new TextEncoder();
@@ -146,9 +148,10 @@ export class JobHost {
   }
 
   #startService(listenFd: number): void {
-    const { logArgs, memory } = this.#settings;
+    const { logArgs, memory, fileSoftLimit } = this.#settings;
     const launcher = launcherPath();
     const argv = [launcher, "job", "serve", "--run-dir", this.#dir, "--listen-fd", `${LISTEN_FD}`];
+    argv.push("--file-limit", `${fileSoftLimit}`);
     // Where the memory cgroup counts OOM kills: each job's keeper reads it (cause=oom).
     if (memory !== null) argv.push("--oom-count", oomCountFile(memory));
     argv.push(...logArgs);

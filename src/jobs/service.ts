@@ -156,13 +156,20 @@ async function stopJob(pgid: number, graceMs: number): Promise<void> {
   }
 }
 
+/** What each keeper is started with. */
+export interface KeeperSettings {
+  /** The executable whose `job keep` keeps a job (denit's launcher). */
+  readonly keeper: string;
+  /** The memory cgroup's file with its `oom_kill` count, which keepers read; null if none. */
+  readonly oomCount: string | null;
+  /** The container's open-file soft limit, a job's as the main child's (null: unknown). */
+  readonly fileLimit: number | null;
+}
+
 export class JobService {
   readonly #table: JobTable;
   readonly #dir: string;
-  /** The executable whose `job keep` keeps a job (denit's launcher). */
-  readonly #keeper: string;
-  /** The memory cgroup's file with its `oom_kill` count, which keepers read; null if none. */
-  readonly #oomCount: string | null;
+  readonly #settings: KeeperSettings;
   #seq: number;
   #stopping = false;
   /** The jobs (by group) this service is stopping itself, their keepers gone: until they end. */
@@ -170,10 +177,9 @@ export class JobService {
   #streams = 0;
 
   /** The table of the run in `dir`, with every job an earlier service of this run left there. */
-  constructor(dir: string, options: { keeper: string; oomCount: string | null }) {
+  constructor(dir: string, settings: KeeperSettings) {
     this.#dir = dir;
-    this.#keeper = options.keeper;
-    this.#oomCount = options.oomCount;
+    this.#settings = settings;
     this.#table = new JobTable(dir);
     this.#seq = this.#table.lastSeq();
     for (const job of this.#table.list()) {
@@ -303,13 +309,15 @@ export class JobService {
 
   /** Starts the job's keeper and waits until it says the job runs. */
   #keep(job: Job, workDir: string | null, env: readonly string[]): void {
-    const { seq, record } = job;
-    const options = { dir: this.#dir, seq, cap: JOB_OUTPUT_CAP, workDir, oomCount: this.#oomCount };
-    const argv = contract.keeperArgv(this.#keeper, { ...options, env }, record.argv);
-    // This process's environment, byte for byte (Deno.Command would drop entries without '=').
+    const { keeper, oomCount, fileLimit } = this.#settings;
+    const options = { dir: this.#dir, seq: job.seq, cap: JOB_OUTPUT_CAP, workDir, oomCount, env };
+    const argv = contract.keeperArgv(keeper, options, job.record.argv);
+    // This process's environment, byte for byte (Deno.Command would drop entries without '='),
+    // and the container's open-file limit (the runtime raised its own).
     const said = spawnAndRead({
-      path: encoder.encode(this.#keeper),
+      path: encoder.encode(keeper),
       argv: argv.map((word) => encoder.encode(word)),
+      ...(fileLimit === null ? {} : { fileSoftLimit: fileLimit }),
     });
     if (typeof said === "number") {
       this.#table.drop(job);

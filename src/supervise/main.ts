@@ -108,7 +108,7 @@ export async function superviseMain(
   const names = launch.restored.join(",");
   if (names !== "") log.debug("put back what the launcher kept from the runtime", { names });
   try {
-    return await run(config, log, context, { runAs, fileSoftLimit: launch.fileSoftLimit, launch });
+    return await run(config, log, context, { runAs, launch });
   } finally {
     // Lines that wait for stderr: a moment for them (EXIT_FLUSH_MS), never a wait on a reader.
     await log.flush();
@@ -120,11 +120,11 @@ async function run(
   config: Config,
   log: logging.Logger,
   context: SuperviseContext,
-  options: { runAs: RunAs | null; fileSoftLimit: number; launch: Launch },
+  options: { runAs: RunAs | null; launch: Launch },
 ): Promise<number> {
   const { Supervisor } = await import("./supervisor.ts");
   const supervisor = new Supervisor(config, log, new SignalReader(READ_SIGNALS), {
-    containerFileLimit: options.fileSoftLimit,
+    containerFileLimit: options.launch.fileSoftLimit,
     ...(context.trap === undefined ? {} : { trap: context.trap }),
   });
   let health: HealthHandle | null;
@@ -139,7 +139,7 @@ async function run(
   let jobs: JobHost | null = null;
   try {
     // Listening before the child starts, as the health endpoint: a bad path fails first.
-    jobs = await startJobs(config, log, supervisor);
+    jobs = await startJobs(config, log, supervisor, options.launch.fileSoftLimit);
   } catch (err: unknown) {
     // The line says which place is wrong and how ("exists and is not a socket").
     log.error(describe(err));
@@ -166,6 +166,7 @@ async function startJobs(
   config: Config,
   log: logging.Logger,
   supervisor: Supervisor,
+  fileSoftLimit: number,
 ): Promise<JobHost | null> {
   if (config.jobsSocket === null) return null;
   const { JobHost } = await import("../jobs/host.ts");
@@ -176,6 +177,7 @@ async function startJobs(
     logArgs: ["--log-level", config.logLevel, "--log-format", config.logFormat],
     onOomKill: () => supervisor.relieveMemory(),
     memory: supervisor.memoryCgroup,
+    fileSoftLimit,
   });
   supervisor.attachJobs(host);
   try {
