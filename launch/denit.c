@@ -337,6 +337,13 @@ int main(int argc, char **argv) {
             (unsigned long long)files.rlim_max, MIN_OPEN_FILES);
     return 125;
   }
+  /* The runtime reads its working directory first: where it was removed, it could not start. */
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof cwd) == NULL && errno == ENOENT) {
+    fprintf(stderr, "denit: the working directory was removed, and the runtime cannot start in "
+                    "it: start denit in one that exists\n");
+    return 125;
+  }
   int saved_stderr = -1;
   pid_t relay = -1;
   if (isatty(STDERR_FILENO)) {

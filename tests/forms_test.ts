@@ -57,6 +57,20 @@ Deno.test({
   },
 });
 
+Deno.test("in a working directory that was removed, denit exits 125 with one line", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "denit-gone-" });
+  // The shell removes the directory it stands in, then becomes denit there.
+  const script = `cd "$1" && rmdir "$1" && shift && exec "$@"`;
+  const result = await run(["sh", "-c", script, "sh", dir, ...DENIT, "--", "true"]);
+  await Deno.remove(dir).catch(() => {}); // removed by the shell unless it failed first
+  assertEquals(result.code, 125, result.stderr);
+  assertEquals(
+    result.stderr,
+    "denit: the working directory was removed, and the runtime cannot start in it: start denit " +
+      "in one that exists\n",
+  );
+});
+
 Deno.test("the launcher alone (an engine's one-file init) exits 125 with one line that points the way", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-alone-" });
   try {
