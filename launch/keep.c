@@ -1,11 +1,12 @@
 /*
- * `denit job keep DIR SEQ CAP [--cwd DIR] [--oom-count FILE] [--env NAME=VALUE]... -- ARGV...`:
+ * `denit job keep DIR SEQ CAP [--cwd DIR] [--oom-count FILE] [--nofile N] [--env NAME=VALUE]...
+ * -- ARGV...`:
  * the keeper of one job, started by the job service (src/jobs/service.ts), in C so that it costs
  * almost nothing and needs no runtime. It leaves the service at once (a process of its own,
  * which the service's death does not touch: denit, PID 1 or subreaper, adopts it) and is the
  * job's parent for the job's whole life, and the subreaper of its descendants (it reaps them). It starts ARGV in a process group of its own (every signal at its default,
- * none blocked, stdin from /dev/null), moves its stdout and stderr from pipes into DIR/SEQ.out and
- * DIR/SEQ.err (both together at most CAP bytes; what comes beyond is read and dropped), reaps
+ * none blocked, stdin from /dev/null, an open-file soft limit of N), moves its stdout and stderr
+ * from pipes into DIR/SEQ.out and DIR/SEQ.err (both together at most CAP bytes; what comes beyond is read and dropped), reaps
  * it, and records what happened in DIR/SEQ.state, a file replaced whole at each change:
  *
  *   pid=P keeper=K exit=C signal=S finished=MS truncated=0|1 lost=B ended=0|1 oom=0|1
@@ -57,6 +58,8 @@ static char dir[4096], seq[32];
 /* Written once the state names this keeper: until then it stays the service's grandchild. */
 static int ready_fd = -1;
 static const char *oom_count_file;
+/* The job's open-file soft limit (the container's; the service's runtime raised its own). */
+static long long nofile;
 
 /* The memory cgroup's `oom_kill` count (v1 memory.oom_control, v2 memory.events); -1 if none. */
 static long long oom_kills(void) {
@@ -165,6 +168,11 @@ static void start(char **argv, char **env, const char *cwd, int out, int err, in
   int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) refuse(started, 125);
   close_above_stderr(started);
+  struct rlimit files;
+  if (nofile > 0 && getrlimit(RLIMIT_NOFILE, &files) == 0 && (rlim_t)nofile <= files.rlim_max) {
+    files.rlim_cur = (rlim_t)nofile;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   for (char **entry = env; *entry != NULL; entry++) putenv(*entry);
   if (cwd != NULL && chdir(cwd) != 0) {
     dprintf(2, "denit: Cannot start \"%s\": work_dir \"%s\": %s\n", argv[0], cwd, strerror(errno));
@@ -406,7 +414,7 @@ static int keep(char **argv, char **env, const char *cwd, long long cap) {
 
 int keep_main(int argc, char **argv) {
   if (argc < 6) {
-    fprintf(stderr, "denit job keep: DIR SEQ CAP [--cwd DIR] [--oom-count FILE] "
+    fprintf(stderr, "denit job keep: DIR SEQ CAP [--cwd DIR] [--oom-count FILE] [--nofile N] "
                     "[--env NAME=VALUE]... -- ARGV...\n");
     return 2;
   }
@@ -420,6 +428,7 @@ int keep_main(int argc, char **argv) {
     if (at + 1 >= argc || env == NULL) return 2;
     if (strcmp(argv[at], "--cwd") == 0) cwd = argv[at + 1];
     else if (strcmp(argv[at], "--oom-count") == 0) oom_count_file = argv[at + 1];
+    else if (strcmp(argv[at], "--nofile") == 0) nofile = atoll(argv[at + 1]);
     else if (strcmp(argv[at], "--env") == 0) env[envs++] = argv[at + 1];
     else return 2;
   }

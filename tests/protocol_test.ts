@@ -49,12 +49,20 @@ Deno.test("the keeper's Cancel signal and the default socket are the same on bot
   assertOk(HEADER.includes(`#define DEFAULT_JOBS_SOCKET "${DEFAULT_JOBS_SOCKET}"`));
 });
 
-Deno.test("a keeper started with keeperArgv says KEEPER_STARTED and writes what parseState reads", async () => {
+Deno.test("a keeper started with keeperArgv says KEEPER_STARTED, gives the job its environment and open-file limit, and writes what parseState reads", async () => {
   const dir = await Deno.makeTempDir({ prefix: "denit-protocol-" });
   try {
-    const options = { dir, seq: 1, cap: 1024, workDir: null, oomCount: null, env: ["A=1"] };
+    const options = {
+      dir,
+      seq: 1,
+      cap: 1024,
+      workDir: null,
+      oomCount: null,
+      fileLimit: 900,
+      env: ["A=1"],
+    };
     await run(["mkfifo", `${dir}/go`]);
-    const job = ["sh", "-c", 'echo "$A"; read x < "$0"; exit 7', `${dir}/go`];
+    const job = ["sh", "-c", 'echo "$A $(ulimit -Sn)"; read x < "$0"; exit 7', `${dir}/go`];
     const [launcher = "", ...args] = keeperArgv(DENIT[0] ?? "", options, job);
     // The keeper keeps its stdout until the job ends: its first line is the handshake.
     const keeper = new Deno.Command(launcher, { args, stdout: "piped", stderr: "inherit" }).spawn();
@@ -82,7 +90,7 @@ Deno.test("a keeper started with keeperArgv says KEEPER_STARTED and writes what 
       watcher.close();
     }
     assertEquals([state.exit, state.signal], [7, 0]);
-    assertEquals(await Deno.readTextFile(`${dir}/1.out`), "1\n");
+    assertEquals(await Deno.readTextFile(`${dir}/1.out`), "1 900\n");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

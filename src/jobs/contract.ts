@@ -3,8 +3,8 @@
  * job's keeper, launch/keep.c, and the client), defined here once for the TypeScript side;
  * tests/protocol_test.ts holds the C side to it. The seams:
  *
- * - the keeper's command line, `denit job keep DIR SEQ CAP [--cwd D] [--oom-count F] [--env
- *   N=V]... -- ARGV` (keeperArgv);
+ * - the keeper's command line, `denit job keep DIR SEQ CAP [--cwd D] [--oom-count F] [--nofile
+ *   N] [--env N=V]... -- ARGV` (keeperArgv);
  * - its handshake on stdout: `pid P` once the job runs (KEEPER_STARTED);
  * - the state line `DIR/SEQ.state` (STATE_FIELDS), written by the keeper only, read by
  *   parseState only; its keeper's pid and start time say whether it lives (keeperLives);
@@ -73,6 +73,8 @@ export interface KeeperOptions {
   readonly cap: number;
   readonly workDir: string | null;
   readonly oomCount: string | null;
+  /** The job's open-file soft limit: the container's (the runtime raised the service's). */
+  readonly fileLimit: number | null;
   readonly env: readonly string[];
 }
 
@@ -81,6 +83,7 @@ export function keeperArgv(launcher: string, o: KeeperOptions, argv: readonly st
   const head = [launcher, "job", "keep", o.dir, `${o.seq}`, `${o.cap}`];
   if (o.workDir !== null) head.push("--cwd", o.workDir);
   if (o.oomCount !== null) head.push("--oom-count", o.oomCount);
+  if (o.fileLimit !== null) head.push("--nofile", `${o.fileLimit}`);
   return [...head, ...o.env.flatMap((entry) => ["--env", entry]), "--", ...argv];
 }
 

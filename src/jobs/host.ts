@@ -151,7 +151,7 @@ export class JobHost {
     const { logArgs, memory, fileSoftLimit } = this.#settings;
     const launcher = launcherPath();
     const argv = [launcher, "job", "serve", "--run-dir", this.#dir, "--listen-fd", `${LISTEN_FD}`];
-    argv.push("--file-limit", `${fileSoftLimit}`);
+    argv.push("--nofile", `${fileSoftLimit}`);
     // Where the memory cgroup counts OOM kills: each job's keeper reads it (cause=oom).
     if (memory !== null) argv.push("--oom-count", oomCountFile(memory));
     argv.push(...logArgs);

@@ -28,7 +28,7 @@ export const SILENT_CONNECTION_MS = 5000;
 const STREAMS_PER_CONNECTION = 16;
 
 const OPTIONS: readonly OptionSpec[] =
-  "--run-dir --listen-fd --oom-count --file-limit --log-level --log-format"
+  "--run-dir --listen-fd --oom-count --nofile --log-level --log-format"
     .split(" ").map((name) => option(name, "value"));
 
 /** HTTP/2's connection preface (RFC 9113 §3.4), then frames of a 9-byte head (§4.1). */
@@ -273,7 +273,7 @@ export async function serveMain(args: readonly string[]): Promise<number> {
     const dir = settings.last("run-dir")?.value ?? "";
     prepareTrustedDirectory(dir, "job spool:");
     const oomCount = settings.last("oom-count")?.value ?? null;
-    const limit = Number(settings.last("file-limit")?.value ?? NaN);
+    const limit = Number(settings.last("nofile")?.value ?? NaN);
     const fileLimit = Number.isInteger(limit) && limit > 0 ? limit : null;
     const jobs = new JobService(dir, { keeper: launcherPath(), oomCount, fileLimit });
     void jobs.watch();

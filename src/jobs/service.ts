@@ -309,15 +309,14 @@ export class JobService {
 
   /** Starts the job's keeper and waits until it says the job runs. */
   #keep(job: Job, workDir: string | null, env: readonly string[]): void {
-    const { keeper, oomCount, fileLimit } = this.#settings;
-    const options = { dir: this.#dir, seq: job.seq, cap: JOB_OUTPUT_CAP, workDir, oomCount, env };
-    const argv = contract.keeperArgv(keeper, options, job.record.argv);
-    // This process's environment, byte for byte (Deno.Command would drop entries without '='),
-    // and the container's open-file limit (the runtime raised its own).
+    const { keeper, ...options } = this.#settings;
+    const cap = JOB_OUTPUT_CAP;
+    const how = { ...options, dir: this.#dir, seq: job.seq, cap, workDir, env };
+    const argv = contract.keeperArgv(keeper, how, job.record.argv);
+    // This process's environment, byte for byte (Deno.Command would drop entries without '=').
     const said = spawnAndRead({
       path: encoder.encode(keeper),
       argv: argv.map((word) => encoder.encode(word)),
-      ...(fileLimit === null ? {} : { fileSoftLimit: fileLimit }),
     });
     if (typeof said === "number") {
       this.#table.drop(job);
