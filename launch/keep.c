@@ -4,9 +4,10 @@
  * the keeper of one job, started by the job service (src/jobs/service.ts), in C so that it costs
  * almost nothing and needs no runtime. It leaves the service at once (a process of its own,
  * which the service's death does not touch: denit, PID 1 or subreaper, adopts it) and is the
- * job's parent for the job's whole life, and the subreaper of its descendants (it reaps them). It starts ARGV in a process group of its own (every signal at its default,
- * none blocked, stdin from /dev/null, an open-file soft limit of N), moves its stdout and stderr
- * from pipes into DIR/SEQ.out and DIR/SEQ.err (both together at most CAP bytes; what comes beyond is read and dropped), reaps
+ * job's parent for the job's whole life, and the subreaper of its descendants (it reaps them). It
+ * starts ARGV in a process group of its own (every signal at its default, none blocked, stdin from
+ * /dev/null, an open-file soft limit of N), moves its stdout and stderr from pipes into DIR/SEQ.out
+ * and DIR/SEQ.err (both together at most CAP bytes; what comes beyond is read and dropped), reaps
  * it, and records what happened in DIR/SEQ.state, a file replaced whole at each change:
  *
  *   pid=P keeper=K exit=C signal=S finished=MS truncated=0|1 lost=B ended=0|1 oom=0|1
@@ -19,8 +20,9 @@
  * is left, whatever signal comes but SIGKILL. SIGUSR1 is a Cancel: it reads the grace (ms) from
  * DIR/SEQ.cancel, sends SIGTERM (with SIGCONT, for a stopped process) to the group and to every
  * process the job started (setsid ones too: they are the keeper's descendants), and SIGKILL once
- * the grace is over (again, until none is left: a fork bomb ends too). A status it cannot write yet (a full disk) is tried again every second. A job
- * that cannot be run ends 127 (not found) or 126, with the reason on its stderr.
+ * the grace is over (again, until none is left: a fork bomb ends too). A status it cannot write yet
+ * (a full disk) is tried again every second. A job that cannot be run ends 127 (not found) or 126,
+ * with the reason on its stderr.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
