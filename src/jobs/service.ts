@@ -310,8 +310,7 @@ export class JobService {
   /** Starts the job's keeper and waits until it says the job runs. */
   #keep(job: Job, workDir: string | null, env: readonly string[]): void {
     const { keeper, ...options } = this.#settings;
-    const cap = JOB_OUTPUT_CAP;
-    const how = { ...options, dir: this.#dir, seq: job.seq, cap, workDir, env };
+    const how = { ...options, dir: this.#dir, seq: job.seq, cap: JOB_OUTPUT_CAP, workDir, env };
     const argv = contract.keeperArgv(keeper, how, job.record.argv);
     // This process's environment, byte for byte (Deno.Command would drop entries without '=').
     const said = spawnAndRead({
