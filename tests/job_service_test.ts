@@ -1550,3 +1550,23 @@ Deno.test("job service: its last line before it exits reaches a stderr that drai
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("job service: GRPC_TRACE and GRPC_VERBOSITY in the container's environment reach the jobs, not denit's log", async () => {
+  // The container sets them for a gRPC program of its own; denit's log stays JSON lines.
+  const env = ["env", "GRPC_TRACE=all", "GRPC_VERBOSITY=DEBUG"];
+  const s = await new Service("subreaper", ["--log-format", "json"], [], env).ready();
+  let stderr = "";
+  try {
+    const c = s.client;
+    await call<Job>((cb) => c.Run({ id: "trace", argv: ["sh", "-c", 'echo "$GRPC_TRACE"'] }, cb));
+    await finished(c, "trace");
+    const out = concat((await collect(c.FollowIO({ id: "trace" }))).map((m) => m.stdout));
+    assertEquals(decoder.decode(out), "all\n", "the job's GRPC_TRACE");
+  } finally {
+    stderr = (await s.stop()).stderr;
+  }
+  for (const line of stderr.split("\n").filter((l) => l !== "")) {
+    assertOk(line.startsWith("{"), `not one of denit's JSON lines: ${line}`);
+    JSON.parse(line);
+  }
+});

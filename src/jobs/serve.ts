@@ -14,7 +14,7 @@ import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from 
 import { launcherPath } from "../common/paths.ts";
 import { connectionWaiting } from "../sys/listener.ts";
 import { fileLimit } from "../sys/process.ts";
-import { jobsDefinition } from "./proto.ts";
+import { jobsDefinition, quietGrpc } from "./proto.ts";
 import { JobsError, JobService, MAX_REQUEST_BYTES } from "./service.ts";
 import type { JobMessage, ListFields, Outlet, RunFields } from "./service.ts";
 
@@ -268,6 +268,7 @@ export async function serveMain(args: readonly string[]): Promise<number> {
   const level = LOG_LEVELS.find((l) => l === settings.last("log-level")?.value) ?? "warn";
   const format: LogFormat = settings.last("log-format")?.value === "json" ? "json" : "text";
   const log = createLogger(level, Deno.pid, format, "denit-jobs");
+  quietGrpc((line) => log.error(`grpc-js: ${line}`));
   let stopped: Promise<void>;
   try {
     const dir = settings.last("run-dir")?.value ?? "";
