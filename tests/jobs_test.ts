@@ -19,6 +19,7 @@ import {
   listeningSocketsOf,
   MODES,
   processState,
+  program,
   rawHttp,
   run,
   Running,
@@ -1076,6 +1077,31 @@ Deno.test("jobs: a FollowIO client that never reads (nor opens its window) costs
     assertEquals((await output(c, "big")).out.length, JOB_OUTPUT_CAP);
   } finally {
     conn?.close();
+    await s.stop();
+  }
+});
+
+Deno.test("jobs: denit job logs and run -f into a pipe that closes stop quietly with 141 (SIGPIPE's code)", async () => {
+  const s = await new Service("subreaper").ready();
+  try {
+    const lots = ["sh", "-c", "seq 1 300000"];
+    for (const args of [["run", "--id", "lots", "-f", "--", ...lots], ["logs", "lots"]]) {
+      const client = new Deno.Command(program(DENIT), {
+        args: [...DENIT.slice(1), "job", "--socket", s.socket, ...args],
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      // One chunk read, then the pipe closed, as `| head -1` does.
+      const reader = client.stdout.getReader();
+      await reader.read();
+      await reader.cancel();
+      const [status, stderr] = await Promise.all([
+        client.status,
+        new Response(client.stderr).text(),
+      ]);
+      assertEquals([status.code, stderr], [141, ""], args.join(" "));
+    }
+  } finally {
     await s.stop();
   }
 });

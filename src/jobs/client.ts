@@ -6,12 +6,13 @@ import { formatDuration, parseDuration } from "../common/duration.ts";
 import { UsageError } from "../common/errors.ts";
 import { ExitCode } from "../common/exit_codes.ts";
 import { escapeControls, printErr, printOut, printUsageError } from "../common/log.ts";
-import { parseSignal } from "../common/signals.ts";
+import { parseSignal, signalNumber } from "../common/signals.ts";
 import { DEFAULT_CANCEL_GRACE_MS, DEFAULT_JOBS_SOCKET } from "./contract.ts";
 import { jobsDefinition } from "./proto.ts";
 import type { JobMessage, OutputMessage } from "./service.ts";
 
 const DEFAULT_WAIT_MS = 30_000;
+const SIGPIPE = signalNumber("SIGPIPE");
 /** After this long without an answer, denit job says that it waits. */
 const NOTICE_AFTER_MS = 2000;
 
@@ -42,7 +43,7 @@ Options:
 
 Exit status: 0, or the job's own with -f/follow; 1 the service refused (unknown id,
 bad argument); 2 usage error; 125 the service cannot be reached, or did not answer
-within --wait.`;
+within --wait; 141 its output was closed (| head), as SIGPIPE ends a program.`;
 
 const OPTIONS: readonly OptionSpec[] = [
   option("--socket", "value", "DENIT_JOBS_SOCKET"),
@@ -150,13 +151,16 @@ class Service {
   ): Promise<void> {
     let lostAt: number | null = null;
     for (;;) {
-      const err = await new Promise<grpc.ServiceError | null>((resolve) => {
+      const err = await new Promise<grpc.ServiceError | null>((resolve, reject) => {
         const stream = open();
         let chain = Promise.resolve();
         stream.on("data", (message: T) => {
           lostAt = null;
           stream.pause();
-          chain = chain.then(() => onMessage(message)).then(() => void stream.resume());
+          chain = chain.then(() => onMessage(message)).then(() => void stream.resume(), (e) => {
+            stream.cancel();
+            reject(e); // `onMessage` failed (its output closed): the stream ends with it
+          });
         });
         stream.on("error", (e: grpc.ServiceError) => void chain.then(() => resolve(e)));
         stream.on("end", () => void chain.then(() => resolve(null)));
@@ -321,6 +325,8 @@ export async function jobMain(args: readonly string[]): Promise<number> {
   try {
     return await perform(invocation, service);
   } catch (err: unknown) {
+    // stdout or stderr closed (`| head`): nothing more to say, as a process SIGPIPE ends.
+    if (err instanceof Deno.errors.BrokenPipe) return ExitCode.SIGNAL_BASE + SIGPIPE;
     // An --env or --grace value is read when the call is made: a usage error all the same.
     if (!(err instanceof CallFailed)) return usageError(err);
     printErr(`denit job: ${escapeControls(err.message)}`);
