@@ -382,3 +382,30 @@ Deno.test("a full stderr pipe blocks nothing: signals forwarded, /healthz answer
     await reading;
   }
 });
+
+Deno.test("with port 0 the log names the port the endpoint got, and it answers there", async () => {
+  // denit's log lines on the child's stdout, where the test reads lines as they come.
+  const proc = new Running([
+    "sh",
+    "-c",
+    'exec "$@" 2>&1',
+    "sh",
+    ...DENIT,
+    "-v",
+    "-s",
+    "--health-addr",
+    "127.0.0.1:0",
+    "--",
+    "sh",
+    "-c",
+    "echo ready; exec sleep 30",
+  ]);
+  try {
+    const at = await proc.waitFor(/health endpoint listening/);
+    const port = Number(/address=127\.0\.0\.1:(\d+)$/.exec(proc.line(at))?.[1] ?? 0);
+    assertOk(port > 0, proc.line(at));
+    assertEquals((await get(port, "/healthz")).status, 200);
+  } finally {
+    await proc.stop();
+  }
+});

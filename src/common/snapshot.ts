@@ -62,6 +62,8 @@ export interface SnapshotSource {
 /** The health endpoint as the supervisor holds it: closed at exit. */
 export interface HealthHandle {
   close(): void;
+  /** Where it listens: the port the kernel chose for 0, 0.0.0.0 where "::" found no IPv6. */
+  readonly address: ListenAddress;
   /** `--ready-when notify`: the socket's name, for the child's NOTIFY_SOCKET. */
   readonly notifySocket: string | null;
 }

@@ -233,5 +233,7 @@ export async function startHealth(
       throw err;
     }
   }
-  return { notifySocket: ready?.notifySocket ?? null, close: () => server.close() };
+  const { hostname, port } = server.address;
+  const notifySocket = ready?.notifySocket ?? null;
+  return { address: { hostname, port }, notifySocket, close: () => server.close() };
 }

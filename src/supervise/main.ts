@@ -217,7 +217,7 @@ async function startHealth(
     readyWhen: config.readyWhen,
     fileLimit: fileLimit().soft,
   });
-  log.info("health endpoint listening", { address: formatAddress(config.health) });
+  log.info("health endpoint listening", { address: formatAddress(server.address) });
   return server;
 }
 
