@@ -3,7 +3,7 @@
  * the container. Each trial runs in a cgroup of its own, bounded, and ends what it started.
  */
 
-import { assertEquals, assertMatch } from "./assert.ts";
+import { assertEquals, assertMatch, assertOk } from "./assert.ts";
 import {
   cgroupV1,
   DENIT,
@@ -123,7 +123,7 @@ Deno.test("the job service serves again after a burst of clients at an open-file
 });
 
 Deno.test({
-  name: "at a pids limit the job service refuses a Run in one line, and goes on answering",
+  name: "at a pids limit the job service refuses a Run in one line, and goes on answering alive",
   ignore: PIDS_V1 === null,
   fn: async () => {
     const { dir, path: gate, open } = await fifoGate("denit-pids-jobs-");
@@ -166,6 +166,9 @@ Deno.test({
       } finally {
         await proc.stop();
       }
+      // The same service throughout: it started every thread it needs before the limit was hit.
+      const { stderr } = await proc.status();
+      assertOk(!/the job service (exited|was killed)/.test(stderr), stderr);
     });
     await Deno.remove(dir, { recursive: true });
   },

@@ -13,6 +13,7 @@ import { prepareTrustedDirectory } from "./contract.ts";
 import { createLogger, LOG_LEVELS, type LogFormat, type Logger, printErr } from "../common/log.ts";
 import { launcherPath } from "../common/paths.ts";
 import { connectionWaiting } from "../sys/listener.ts";
+import { startSignalThread } from "../sys/signals.ts";
 import { fileLimit } from "../sys/process.ts";
 import { jobsDefinition, quietGrpc } from "./proto.ts";
 import { JobsError, JobService, MAX_REQUEST_BYTES } from "./service.ts";
@@ -269,6 +270,7 @@ export async function serveMain(args: readonly string[]): Promise<number> {
   const format: LogFormat = settings.last("log-format")?.value === "json" ? "json" : "text";
   const log = createLogger(level, Deno.pid, format, "denit-jobs");
   quietGrpc((line) => log.error(`grpc-js: ${line}`));
+  startSignalThread();
   let stopped: Promise<void>;
   try {
     const dir = settings.last("run-dir")?.value ?? "";

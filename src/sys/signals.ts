@@ -47,19 +47,25 @@ export function pollIn(fd: number): Uint8Array<ArrayBuffer> {
 
 function ignore(): void {}
 
+/**
+ * Makes the runtime start its signal thread now (a first listener does; else it starts it about
+ * half a second in), before a child can take the last task of a pids limit: the runtime exits
+ * when it cannot start a thread.
+ */
+export function startSignalThread(): void {
+  Deno.addSignalListener("SIGUSR1", ignore);
+  Deno.removeSignalListener("SIGUSR1", ignore);
+}
+
 export class SignalReader {
   readonly #fd: number;
   readonly #pollfd: Uint8Array<ArrayBuffer>;
   readonly #buffer = new Uint8Array(SIGNALFD_SIGINFO.bytes * READ_BATCH);
   readonly #view = new DataView(this.#buffer.buffer);
 
-  /**
-   * Opens a signalfd; its listener makes the runtime start its signal thread now, before a child
-   * can take the last task of a pids limit (the runtime aborts when it cannot start a thread).
-   */
+  /** Opens a signalfd, the runtime's signal thread started first. */
   constructor(signos: Iterable<number>) {
-    Deno.addSignalListener("SIGUSR1", ignore);
-    Deno.removeSignalListener("SIGUSR1", ignore);
+    startSignalThread();
     this.#fd = libc.signalfd(-1, signalSet(signos), SFD_NONBLOCK | SFD_CLOEXEC);
     if (this.#fd < 0) throw new Error(`signalfd: ${errnoMessage(errno())}`);
     this.#pollfd = pollIn(this.#fd);
