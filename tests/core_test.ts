@@ -190,6 +190,10 @@ Deno.test("the child gets the container's open files, or --nofile", async () => 
   assertEquals(value.stdout, `700\n${hard}\n`);
   const env = await run([...DENIT, "-s", ...show], { env: { DENIT_NOFILE: "800" } });
   assertEquals(env.stdout, `800\n${hard}\n`);
+  // Above the hard limit: that limit, and a line that says so.
+  const above = await run(["prlimit", "--nofile=512:900", ...DENIT, "-s", "--nofile=901", ...show]);
+  assertEquals([above.code, above.stdout], [0, "900\n900\n"], above.stderr);
+  assertMatch(above.stderr, /warn: --nofile 901 is above the hard limit of 900: the child gets/);
 });
 
 Deno.test("exec as execvp: no PATH, a script without #!, a missing interpreter", async () => {

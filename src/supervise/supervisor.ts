@@ -125,6 +125,7 @@ export class Supervisor {
     const name = this.#config.command[0] ?? "";
     const command: Executable = { path: resolveCommand(name, Deno.env.get("PATH")), argv };
     const environment = proc.environmentWith(variables);
+    const fileSoftLimit = this.#childFileLimit();
     this.#prepareProcess();
     // Before the child runs: an OOM kill in its first moments must still show as a rise.
     this.#memory.refresh(null);
@@ -138,11 +139,12 @@ export class Supervisor {
         ? Promise.resolve(proc.spawn(request))
         : spawner.spawn(runAs, request);
     try {
-      let result = await this.#spawn({ ...command, environment }, run);
+      const limits = { environment, fileSoftLimit };
+      let result = await this.#spawn({ ...command, ...limits }, run);
       if (result.kind === "failed" && result.errno === proc.Errno.ENOEXEC) {
         // execvp(3) runs an executable text file without #! through /bin/sh; so does denit.
         const fallback = shellFallback(command);
-        if (fallback !== null) result = await this.#spawn({ ...fallback, environment }, run);
+        if (fallback !== null) result = await this.#spawn({ ...fallback, ...limits }, run);
       }
       if (result.kind === "failed") throw execFailure(name, command.path, result.errno);
       // The child's "parent" for prctl(PR_SET_PDEATHSIG) is the thread that spawned it: that
@@ -204,20 +206,28 @@ export class Supervisor {
     }
   }
 
-  /** Spawns with the terminal handed over when denit has one (warned about if it cannot be). */
-  async #spawn(
-    { environment, ...command }: Executable & { environment: readonly Uint8Array[] | undefined },
-    run: (request: proc.SpawnRequest) => Promise<proc.SpawnResult>,
-  ): Promise<proc.SpawnResult> {
-    // The child's open-file soft limit: by default the container's (the launcher's record).
+  /** The child's open-file soft limit: by default the container's (the launcher's record). */
+  #childFileLimit(): number | null {
     const setting = this.#config.fileLimit;
     const { hard } = proc.fileLimit();
+    if (setting.kind === "max") return hard;
     const soft = setting.kind === "value" ? setting.value : this.#options.containerFileLimit;
-    const request: proc.SpawnRequest = {
-      ...command,
-      fileSoftLimit: setting.kind === "max" ? hard : Math.min(soft, hard ?? Infinity),
-      ...(environment === undefined ? {} : { environment }),
-    };
+    if (hard === null || soft <= hard) return soft;
+    // A soft limit cannot pass the hard one (`ulimit -Sn` refuses): the child gets the hard one.
+    const above = `--nofile ${soft} is above the hard limit of ${hard}: the child gets ${hard}`;
+    if (setting.kind === "value") this.#log.warn(above);
+    return hard;
+  }
+
+  /** Spawns with the terminal handed over when denit has one (warned about if it cannot be). */
+  async #spawn(
+    { environment, ...command }: Executable & {
+      environment: readonly Uint8Array[] | undefined;
+      fileSoftLimit: number | null;
+    },
+    run: (request: proc.SpawnRequest) => Promise<proc.SpawnResult>,
+  ): Promise<proc.SpawnResult> {
+    const request = { ...command, ...(environment === undefined ? {} : { environment }) };
     // spawn() itself falls back to no hand-over where glibc lacks it (before 2.35).
     if (!proc.isControllingTerminal()) return await run(request);
     const result = await run({ ...request, foregroundFd: 0 });
