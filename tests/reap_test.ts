@@ -6,6 +6,7 @@ import {
   denitArgv,
   denitPid,
   exists,
+  fifoGate,
   FIXTURES,
   killPid,
   MODES,
@@ -24,12 +25,29 @@ for (const mode of MODES) {
   });
 
   Deno.test(`${mode}: 1,000 orphans that exit at once (one SIGCHLD) are all reaped`, async () => {
-    // Their SIGCHLDs merge into one: denit reaps round after round until none is left.
+    // They exit while denit is stopped: it finds one SIGCHLD for 1,000 zombies, and reaps round
+    // after round (each at most REAP_BATCH) until none is left.
+    const gate = await fifoGate("denit-burst-");
     const parent = mode === "pid1" ? "" : "$PPID";
-    const script = `exec ${FIXTURES}/orphans.sh 1000 '${parent}' burst`;
-    const result = await run(denitArgv(mode, ["--", "sh", "-c", script]), { timeoutMs: 60_000 });
-    assertEquals(result.stdout, "orphans 1000\nzombies 0\n", result.stderr);
-    assertEquals(result.code, 0);
+    const script = `exec ${FIXTURES}/orphans.sh 1000 "${parent}" burst ${gate.path}`;
+    const proc = new Running(denitArgv(mode, ["--", "sh", "-c", script]));
+    let stopped = 0;
+    try {
+      await proc.waitFor(/^orphans 1000$/, { timeoutMs: 60_000 });
+      stopped = denitPid(proc, mode);
+      killPid(stopped, "SIGSTOP");
+      await gate.open();
+      await proc.waitFor(/^exited 1000$/, { timeoutMs: 60_000 });
+      killPid(stopped, "SIGCONT");
+      await proc.waitFor(/^zombies /, { timeoutMs: 60_000 });
+      const status = await proc.status(60_000);
+      assertEquals(proc.lines, ["orphans 1000", "exited 1000", "zombies 0"], status.stderr);
+      assertEquals(status.code, 0);
+    } finally {
+      if (stopped > 0 && exists(stopped)) killPid(stopped, "SIGCONT");
+      await proc.stop();
+      await Deno.remove(gate.dir, { recursive: true });
+    }
   });
 
   Deno.test(`${mode}: leftovers get SIGTERM, then SIGKILL after --kill-after`, async () => {
