@@ -131,22 +131,16 @@ static int save(const struct state *s) {
 }
 
 /*
- * Only 0, 1 and 2 cross into a job: whatever else the service or its runtime left open (the
- * listening job socket above all, which would let a job take other clients' calls) is closed,
- * but `keep` (-1: none), itself closed at exec.
+ * Only 0, 1 and 2 cross into a keeper, and so into its job (the keeper opens everything
+ * O_CLOEXEC): whatever else the service or its runtime left open (the listening job socket above
+ * all, which would let a job take other clients' calls) is closed.
  */
-static void close_above_stderr(int keep) {
-  if (keep < 3 ? close_range(3, ~0U, 0) == 0
-               : (keep == 3 || close_range(3, (unsigned)keep - 1, 0) == 0) &&
-                     close_range((unsigned)keep + 1, ~0U, 0) == 0) {
-    return;
-  }
+static void close_above_stderr(void) {
+  if (close_range(3, ~0U, 0) == 0) return;
   struct rlimit files; /* a kernel before 5.9: each possible descriptor, up to a bound */
   rlim_t last = 65536;
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < last) last = files.rlim_cur;
-  for (rlim_t fd = 3; fd < last; fd++) {
-    if ((int)fd != keep) close((int)fd);
-  }
+  for (rlim_t fd = 3; fd < last; fd++) close((int)fd);
 }
 
 /* The job could not be run: says so on `started` (its keeper waits for that or for the exec). */
@@ -169,7 +163,6 @@ static void start(char **argv, char **env, const char *cwd, int out, int err, in
   sigprocmask(SIG_SETMASK, &none, NULL);
   int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) refuse(started, 125);
-  close_above_stderr(started);
   struct rlimit files;
   if (nofile > 0 && getrlimit(RLIMIT_NOFILE, &files) == 0 && (rlim_t)nofile <= files.rlim_max) {
     files.rlim_cur = (rlim_t)nofile;
@@ -435,7 +428,7 @@ int keep_main(int argc, char **argv) {
     else return 2;
   }
   if (at + 1 >= argc) return 2;
-  close_above_stderr(-1); /* the keeper needs none of the service's descriptors either */
+  close_above_stderr();
   /* Out of the service's hands: the process the service started exits once the state names the
    * keeper (or it failed), so that denit, which adopts it, knows it as its own from the start. */
   int ready[2];
