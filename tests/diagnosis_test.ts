@@ -8,6 +8,7 @@
 import { assertEquals, assertMatch, assertOk, defined } from "./assert.ts";
 import {
   CAN_UNSHARE,
+  cgroupV1,
   DENIT,
   DENIT_SHELL,
   denitArgv,
@@ -34,6 +35,7 @@ import {
 } from "../src/sys/cgroup.ts";
 import { explainExit, OOM_COUNT_SETTLE_MS, OomLedger } from "../src/supervise/cause.ts";
 import { scanZombies } from "../src/supervise/zombies.ts";
+import { isEnding } from "../src/supervise/leftovers.ts";
 import { formatReport, MAX_REPORT_BYTES } from "../src/supervise/termination.ts";
 import { lineBytes, lineFormat, MAX_LINE_BYTES } from "../src/common/log.ts";
 
@@ -529,6 +531,34 @@ for (const { name, events, oom } of OOM_ORDERS) {
     assertEquals(blamed, oom);
   });
 }
+
+/** The freezer cgroup v1 directory of this process, or null (not mounted, or not root). */
+const FREEZER_V1 = cgroupV1("freezer", "cgroup.procs");
+
+Deno.test({
+  name: "a process with SIGKILL pending is on its way out before it ends (one frozen keeps it)",
+  ignore: FREEZER_V1 === null,
+  fn: async () => {
+    // The OOM killer sends SIGKILL before it counts the kill: the count is not taken while the
+    // child is on its way out (memory.ts). A frozen process holds a SIGKILL pending until thawed.
+    const cgroup = `${FREEZER_V1}/denit-frozen-${crypto.randomUUID().slice(0, 8)}`;
+    await Deno.mkdir(cgroup);
+    const sleeper = new Deno.Command("sleep", { args: ["60"] }).spawn();
+    try {
+      await Deno.writeTextFile(`${cgroup}/cgroup.procs`, String(sleeper.pid));
+      assertEquals(isEnding(sleeper.pid), false, "a sleeping process");
+      await Deno.writeTextFile(`${cgroup}/freezer.state`, "FROZEN");
+      const state = () => Deno.readTextFileSync(`${cgroup}/freezer.state`).trim();
+      await waitUntil(() => state() === "FROZEN", "the freeze");
+      sleeper.kill("SIGKILL");
+      assertEquals(isEnding(sleeper.pid), true, "a frozen process with SIGKILL pending");
+    } finally {
+      await Deno.writeTextFile(`${cgroup}/freezer.state`, "THAWED");
+      assertEquals((await sleeper.status).signal, "SIGKILL");
+      await Deno.remove(cgroup);
+    }
+  },
+});
 
 Deno.test({
   name: "exit cause: an earlier OOM kill of another process is not blamed for the child's SIGKILL",

@@ -96,6 +96,23 @@ for (const mode of MODES) {
     }
   });
 
+  Deno.test(`${mode}: -g: a member of the child's group gets the stop once, not again as a leftover`, async () => {
+    // The member counts each TERM and stays (to many programs a second one means "quit now");
+    // the child ends at its TERM, and --kill-after's SIGKILL ends the member.
+    const member = `trap 'echo term' TERM; echo ready; while :; do sleep 0.05; done`;
+    const script = `sh -c "${member}" & trap 'exit 0' TERM; while :; do sleep 0.05; done`;
+    const argv = ["-g", "--kill-after", "1s", "--", "sh", "-c", script];
+    const proc = new Running(denitArgv(mode, argv));
+    try {
+      await proc.waitFor(/^ready$/);
+      killPid(denitPid(proc, mode), "SIGTERM");
+      const status = await proc.status();
+      assertEquals([status.code, proc.lines], [0, ["ready", "term"]], status.stderr);
+    } finally {
+      await proc.stop();
+    }
+  });
+
   Deno.test(`${mode}: --rewrite sends the new signal; TO=0 drops it`, async () => {
     const proc = new Running(
       denitArgv(mode, ["-r", "TERM:QUIT", "-r", "SIGHUP:0", "--", ...ECHO, "SIGQUIT", "3"]),
