@@ -4,7 +4,20 @@
  */
 
 import { assertEquals, assertOk } from "./assert.ts";
-import { countFds, DENIT, endpointOnLoopback, FIXTURES, freePort, ROOT, run } from "./helpers.ts";
+import {
+  cleanup,
+  countFds,
+  DENIT,
+  endpointOnLoopback,
+  fifoGate,
+  FIXTURES,
+  freePort,
+  processState,
+  ROOT,
+  run,
+  Running,
+  waitUntil,
+} from "./helpers.ts";
 
 const HOSTILE = ["python3", `${FIXTURES}/hostile_http.py`];
 
@@ -156,6 +169,32 @@ for (const kind of ["pipeline", "idle", "slowloris"]) {
     }
   });
 }
+
+Deno.test("at an open-file limit of 64, idle clients leave denit the descriptors to stop leftovers", async () => {
+  // The endpoint holds fewer connections under a low limit: a flood that took every descriptor
+  // would leave denit unable to read /proc, and the leftover below would never get its TERM.
+  const port = freePort();
+  const gate = await fifoGate("denit-room-");
+  const child = `sleep 600 & echo "leftover $!"; cat "${gate.path}"; exit 0`;
+  const limit = ["prlimit", "--nofile=64:64"];
+  const flags = ["-s", "--kill-after", "60s", "--health-addr", `127.0.0.1:${port}`];
+  const proc = new Running([...limit, ...DENIT, ...flags, "--", "sh", "-c", child]);
+  let leftover = 0;
+  try {
+    leftover = Number(proc.line(await proc.waitFor(/^leftover \d+$/)).split(" ")[1]);
+    await listening(port);
+    const attack = await hostile(["hold", "idle", String(port), "200", "5", "reopen"]);
+    await gate.open();
+    await waitUntil(() => ["", "Z"].includes(processState(leftover)), "the leftover's TERM");
+    const status = await proc.status();
+    assertEquals(status.code, 0, status.stderr);
+    await attack.done;
+  } finally {
+    cleanup(leftover > 0 ? [leftover] : []);
+    await proc.stop();
+    await Deno.remove(gate.dir, { recursive: true });
+  }
+});
 
 Deno.test("connections reset before accept do not stall the endpoint", async () => {
   const { port, proc } = await endpointOnLoopback();
