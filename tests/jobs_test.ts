@@ -893,6 +893,9 @@ Deno.test("jobs: a spool or socket directory that another user could change is r
     ]);
     assertEquals([ok.code, ok.stdout, ok.stderr], [0, "ran\n", ""]);
     assertEquals(((await Deno.stat(`${dir}/sticky/spool`)).mode ?? 0) & 0o7777, 0o700);
+    // ... but not as the place itself: anyone may make names in it.
+    const sticky = /socket directory: ".*\/sticky" is writable by other users \(mode 1777\)/;
+    await refused(`${dir}/sticky/jobs.sock`, `${dir}/spool`, sticky);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
